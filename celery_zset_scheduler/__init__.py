@@ -1,0 +1,47 @@
+"""celery-zset-scheduler: Celery countdown/ETA tasks wait in Redis sorted sets, not in worker RAM.
+
+    import celery_zset_scheduler
+    celery_zset_scheduler.install(app)
+
+Then run one or more dispatchers: ``celery -A proj beat -S zset`` or ``celery -A proj zset run``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .celery.api import cancel, lookup, reschedule
+from .celery.install import install
+from .config import Settings
+from .errors import (
+    ConfigurationError,
+    NotSerializable,
+    PoisonMessage,
+    ShardCountMismatch,
+    ZSetSchedulerError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigurationError",
+    "NotSerializable",
+    "PoisonMessage",
+    "Settings",
+    "ShardCountMismatch",
+    "ZSetScheduler",
+    "ZSetSchedulerError",
+    "cancel",
+    "install",
+    "lookup",
+    "reschedule",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on demand: celery.beat is only needed by the process that runs beat.
+    if name == "ZSetScheduler":
+        from .celery.beat import ZSetScheduler
+
+        return ZSetScheduler
+    raise AttributeError(name)

@@ -1,0 +1,47 @@
+"""``celery zset run``: a dispatcher in the foreground (the same as ``beat -S zset``)."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+import click
+
+from ...errors import ZSetSchedulerError
+from ..runner import build_dispatcher
+from .group import app_of
+
+
+def _shard_list(value: str | None) -> set[int] | None:
+    if not value:
+        return None
+    try:
+        return {int(part) for part in value.split(",") if part.strip()}
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of shard numbers, e.g. 0,1,5") from None
+
+
+@click.command()
+@click.option("--shards", "shards", default=None, metavar="LIST",
+              help="Serve only these shards (comma-separated); default: a fair share of all.")
+@click.option("-l", "--loglevel", default="INFO", show_default=True, help="Logging level.")
+@click.pass_context
+def run(ctx: click.Context, shards: str | None, loglevel: str) -> None:
+    """Run a dispatcher until SIGTERM/SIGINT (it finishes its batch and releases its leases)."""
+    app = app_of(ctx)
+    app.log.setup(loglevel=loglevel.upper(), colorize=False)
+    try:
+        dispatcher = build_dispatcher(app, pinned=_shard_list(shards))
+    except ZSetSchedulerError as exc:
+        raise click.ClickException(str(exc)) from None
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        dispatcher.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    click.echo(f"zset dispatcher {dispatcher.member_id} starting", err=True)
+    try:
+        dispatcher.run()
+    except ZSetSchedulerError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -1,0 +1,116 @@
+"""The leader's side of the store: claim due entries, ack published ones, release, reap.
+
+Claim and reap are fenced: they run only while the caller's lease token and epoch are current (I3).
+Ack and release are not: they only ever act on ids still in flight, and a published message must
+be forgotten whoever leads now (I2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .store import Store
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The proof of leadership a claim carries: the lease token and epoch of one shard."""
+
+    shard: int
+    token: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Claimed:
+    task_id: str
+    due_ms: int
+    payload: bytes
+    shard: int
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    fenced: bool  # True: the lease was lost, nothing was claimed
+    now_ms: int  # the Redis clock when claiming
+    next_due_ms: int | None  # earliest entry still pending after this claim
+    entries: list[Claimed]
+
+
+class Claims:
+    """Claim/ack/release/reap on top of a :class:`Store`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.scripts = store.scripts
+
+    def claim(self, fence: Fence, limit: int, lease_ms: int) -> ClaimResult:
+        return self.claim_many([fence], limit, lease_ms)[fence.shard]
+
+    def claim_many(self, fences: Sequence[Fence], limit: int, lease_ms: int) -> dict[int, ClaimResult]:
+        """Claim from several shards in one pipelined round trip (one script call per shard)."""
+        pipe = self.store.client.pipeline(transaction=False)
+        for fence in fences:
+            sk = self.store.keys.shard(fence.shard)
+            keys = [sk.due, sk.msg, sk.inflight, sk.lock, sk.epoch, sk.pending_keys, sk.id_keys]
+            self.scripts.claim(keys, [fence.token, fence.epoch, limit, lease_ms], client=pipe)
+        return {
+            fence.shard: _claim_result(fence.shard, reply)
+            for fence, reply in zip(fences, pipe.execute(), strict=True)
+        }
+
+    def ack(self, shard: int, task_ids: Sequence[str]) -> int:
+        return self.ack_many({shard: task_ids})
+
+    def ack_many(self, by_shard: Mapping[int, Sequence[str]]) -> int:
+        pipe = self.store.client.pipeline(transaction=False)
+        for shard, task_ids in by_shard.items():
+            if task_ids:
+                sk = self.store.keys.shard(shard)
+                self.scripts.ack([sk.inflight, sk.msg, sk.due], list(task_ids), client=pipe)
+        return sum(int(n) for n in pipe.execute())
+
+    def release(self, shard: int, entries: Sequence[Claimed]) -> int:
+        return self.release_many({shard: entries})
+
+    def release_many(self, by_shard: Mapping[int, Sequence[Claimed]]) -> int:
+        """Put claimed, unpublished entries back in ``due`` at their own due time."""
+        pipe = self.store.client.pipeline(transaction=False)
+        for shard, entries in by_shard.items():
+            if entries:
+                sk = self.store.keys.shard(shard)
+                args: list[Any] = []
+                for e in entries:
+                    args += (e.task_id, e.due_ms)
+                self.scripts.release([sk.inflight, sk.due], args, client=pipe)
+        return sum(int(n) for n in pipe.execute())
+
+    def reap(self, fence: Fence, limit: int) -> list[str] | None:
+        """Return expired in-flight entries to ``due``; None when fenced."""
+        sk = self.store.keys.shard(fence.shard)
+        keys = [sk.inflight, sk.due, sk.msg, sk.lock, sk.epoch]
+        reply = self.scripts.reap(keys, [fence.token, fence.epoch, limit])
+        if int(reply[0]) == 0:
+            return None
+        return [i.decode() for i in reply[1]]
+
+    def plan_wake(self, wake_at_ms: Mapping[int, int], ttl_ms: int) -> None:
+        """Tell schedulers when each shard's leader will wake, so earlier entries wake it."""
+        pipe = self.store.client.pipeline(transaction=False)
+        for shard, at in wake_at_ms.items():
+            pipe.set(self.store.keys.shard(shard).wake, int(at), px=max(1, int(ttl_ms)))
+        pipe.execute()
+
+
+def _claim_result(shard: int, reply: Any) -> ClaimResult:
+    if int(reply[0]) == 0:
+        return ClaimResult(True, 0, None, [])
+    _, now, nxt, ids, scores, payloads = reply
+    entries = [
+        Claimed(i.decode(), int(float(s)), p, shard)
+        for i, s, p in zip(ids, scores, payloads, strict=True)
+    ]
+    next_due = int(float(nxt))
+    return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries)

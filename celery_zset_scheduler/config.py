@@ -1,0 +1,221 @@
+"""Settings: one frozen object, validated once, read from any mapping-like config.
+
+Every setting is a dataclass field whose metadata carries its documentation and its parser,
+so the table in the README, the validation and the defaults cannot drift apart.
+Celery keys are the field names prefixed with ``zset_scheduler_`` (Django: ``CELERY_ZSET_SCHEDULER_``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from .errors import ConfigurationError
+
+PREFIX = "zset_scheduler_"
+
+Parser = Callable[[str, Any], Any]
+
+
+def _fail(key: str, value: Any, expected: str) -> ConfigurationError:
+    return ConfigurationError(f"{PREFIX}{key}: expected {expected}, got {value!r}")
+
+
+def _int(lo: int, hi: int) -> Parser:
+    def parse(key: str, value: Any) -> int:
+        if isinstance(value, bool):
+            raise _fail(key, value, f"an integer from {lo} to {hi}")
+        try:
+            number = int(str(value).strip()) if isinstance(value, str) else value
+        except ValueError:
+            raise _fail(key, value, f"an integer from {lo} to {hi}") from None
+        if not isinstance(number, int) or not lo <= number <= hi:
+            raise _fail(key, value, f"an integer from {lo} to {hi}")
+        return number
+
+    return parse
+
+
+def _seconds(lo: float, hi: float = math.inf, lo_open: bool = False) -> Parser:
+    bound = f"{'more than' if lo_open else 'at least'} {lo:g} seconds"
+
+    def parse(key: str, value: Any) -> float:
+        if isinstance(value, bool):
+            raise _fail(key, value, f"a number of seconds ({bound})")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise _fail(key, value, f"a number of seconds ({bound})") from None
+        too_low = number <= lo if lo_open else number < lo
+        if math.isnan(number) or too_low or number > hi:
+            raise _fail(key, value, f"a number of seconds ({bound}, at most {hi:g})")
+        return number
+
+    return parse
+
+
+def _optional_url(key: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not re.match(r"^(redis|rediss|unix)://", value):
+        raise _fail(key, value, "a redis://, rediss:// or unix:// URL")
+    return value
+
+
+def _prefix(key: str, value: Any) -> str:
+    # Braces would break the Redis Cluster hash tag that keeps a shard in one slot.
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", value):
+        raise _fail(key, value, "1-64 characters of letters, digits, '_', '.', ':' or '-'")
+    return value
+
+
+def _names(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple, set, frozenset)) or not value:
+        raise _fail(key, value, "a non-empty list of serializer names")
+    if not all(isinstance(item, str) and item for item in value):
+        raise _fail(key, value, "a non-empty list of serializer names")
+    return tuple(sorted(value))
+
+
+def _options(key: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise _fail(key, value, "a mapping of redis client keyword arguments")
+    return dict(value)
+
+
+def _optional_port(key: str, value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    return int(_int(0, 65535)(key, value))
+
+
+def _host(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _fail(key, value, "a host name or address")
+    return value
+
+
+def _opt(default: Any, parse: Parser, doc: str, default_doc: str | None = None) -> Any:
+    meta = {"parse": parse, "doc": doc, "default_doc": default_doc}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated ``zset_scheduler_*`` settings. Build it with :meth:`from_config`."""
+
+    url: str | None = _opt(
+        None, _optional_url,
+        "Redis URL of the store. AUTH/ACL in the URL and `rediss://` TLS work.",
+        "the broker URL when the broker is Redis",
+    )
+    prefix: str = _opt("zset", _prefix, "Key prefix; shard `s` lives under the hash tag `{prefix:s}`.")
+    shards: int = _opt(
+        8, _int(1, 16384),
+        "Number of shards. Fixed when the store is first used: a client with another count refuses to start.",
+    )
+    min_countdown: float = _opt(
+        0.0, _seconds(0.0),
+        "ETAs closer than this many seconds go straight to the broker as plain Celery ETA messages.",
+    )
+    batch_size: int = _opt(500, _int(1, 5000), "Most tasks one claim moves from `due` to `inflight`.")
+    lock_timeout: float = _opt(
+        10.0, _seconds(0.3, 3600.0),
+        "Lease of a shard leader and of a dispatcher's membership; a dead leader's shards move after it.",
+    )
+    max_interval: float = _opt(
+        5.0, _seconds(0.0, 3600.0, lo_open=True),
+        "Longest a dispatcher sleeps between polls, even with nothing due.",
+    )
+    inflight_timeout: float = _opt(
+        30.0, _seconds(0.1, 86400.0),
+        "Lease of a claimed batch; a batch not acked by then (crashed dispatcher) returns to `due`.",
+    )
+    accept_content: tuple[str, ...] = _opt(
+        ("json",), _names,
+        "Serializers whose messages may be stored. Anything but JSON is an explicit opt-in.",
+    )
+    redis_options: dict[str, Any] = _opt(
+        {}, _options, "Extra keyword arguments for the redis-py client (timeouts, TLS files...)."
+    )
+    idempotency_ttl: float = _opt(
+        86400.0, _seconds(1.0), "How long a finished idempotency key remembers its outcome."
+    )
+    idempotency_lease: float = _opt(
+        60.0, _seconds(0.5, 86400.0),
+        "Lease of a running idempotency key; renewed while the task runs, expires if the worker dies.",
+    )
+    dlq_max_len: int = _opt(100_000, _int(1, 100_000_000), "Most entries kept in the dead-letter store.")
+    dlq_max_age: float = _opt(
+        7 * 86400.0, _seconds(1.0), "Dead letters older than this many seconds are trimmed."
+    )
+    metrics_port: int | None = _opt(
+        None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."
+    )
+    metrics_addr: str = _opt("127.0.0.1", _host, "Address the metrics server binds to.")
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """How often leases and membership are refreshed: well inside the lease."""
+        return min(1.0, self.lock_timeout / 3.0)
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The full Celery setting names, in declaration order."""
+        return tuple(PREFIX + f.name for f in fields(cls))
+
+    @classmethod
+    def from_config(
+        cls, get: Callable[[str], Any], present: Iterable[str], **overrides: Any
+    ) -> Settings:
+        """Read and validate every setting.
+
+        ``get(name)`` returns a setting's value or None; ``present`` lists the configuration's
+        own key names so that a misspelt ``zset_scheduler_*`` key is refused, not ignored.
+        """
+        known = {f.name for f in fields(cls)}
+        for raw in present:
+            name = _setting_name(raw)
+            if name is not None and name not in known:
+                hint = difflib.get_close_matches(name, known, n=1)
+                suggestion = f"; did you mean {PREFIX}{hint[0]}?" if hint else ""
+                raise ConfigurationError(f"unknown setting {raw!r}{suggestion}")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            value = overrides.get(f.name, get(PREFIX + f.name))
+            if value is not None:
+                values[f.name] = f.metadata["parse"](f.name, value)
+        return cls(**values)
+
+    @classmethod
+    def documentation(cls) -> list[tuple[str, str, str]]:
+        """``(setting, default, description)`` rows for the README's table."""
+        rows = []
+        for f in fields(cls):
+            if f.metadata["default_doc"]:
+                shown = str(f.metadata["default_doc"])
+            elif f.default_factory is not MISSING:
+                shown = repr(f.default_factory())
+            else:
+                shown = repr(f.default)
+            rows.append((PREFIX + f.name, shown, str(f.metadata["doc"])))
+        return rows
+
+
+def _setting_name(raw: str) -> str | None:
+    """The field name a configuration key refers to, or None when it is not ours."""
+    key = raw.lower()
+    for namespace in ("", "celery_"):
+        if key.startswith(namespace + PREFIX):
+            return key[len(namespace) + len(PREFIX):]
+    return None

@@ -1,0 +1,401 @@
+"""The dispatcher: claim -> publish -> ack over the shards this process leads.
+
+One thread does everything, in this order each pass: retry acks/releases an outage left behind,
+heartbeat and rebalance (every ``heartbeat_interval``), reap expired in-flight entries, then one
+batch from every owned shard that is due. It then sleeps until the earliest due time of its shards
+(by Redis time, converted to a local monotonic deadline), its next heartbeat or ``max_interval``,
+whichever is first; a schedule earlier than that publishes a wake-up on the store's channel.
+
+Redis or broker outages are logged once, retried with capped exponential backoff, and never drop
+a claimed entry: it is published and acked, or released to ``due``, or left in flight for the reap.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import redis
+
+from .claims import Claimed, ClaimResult, Claims
+from .codec import StoredMessage, decode
+from .deadletter import DeadLetter, DeadLetters
+from .errors import PoisonMessage
+from .events import Observer, log_event
+from .leader import Leadership, new_member_id
+from .store import Store
+
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.ReadOnlyError)
+# Setting the wake key costs a round trip; below this a sleep is short enough to just take.
+WAKE_MARK_MIN_S = 0.005
+SLEEP_SLICE_S = 0.25  # how promptly stop() is noticed while sleeping
+# Shards due within this window are claimed in the same pass: one round trip instead of several,
+# and entries of different shards due at nearly the same time are published in due order.
+COALESCE_S = 0.005
+
+
+@dataclass(frozen=True)
+class PublishReport:
+    published: int  # the first ``published`` messages reached the broker
+    error: BaseException | None = None
+
+
+class Publisher(Protocol):
+    """Hands messages to the broker, in order, stopping at the first failure."""
+
+    def publish(self, messages: Sequence[StoredMessage]) -> PublishReport: ...
+
+
+@dataclass(frozen=True)
+class DispatcherConfig:
+    batch_size: int = 500
+    lock_timeout: float = 10.0
+    max_interval: float = 5.0
+    inflight_timeout: float = 30.0
+    heartbeat_interval: float = 1.0
+    backoff_max: float = 5.0
+
+
+class Backoff:
+    """Capped exponential backoff with full jitter for outages."""
+
+    def __init__(self, base: float = 0.1, cap: float = 5.0) -> None:
+        self.base, self.cap, self.attempt = base, cap, 0
+
+    def next(self) -> float:
+        self.attempt += 1
+        return random.uniform(self.base, min(self.cap, self.base * 2 ** self.attempt))
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class Dispatcher:
+    """Moves due entries of the shards it leads into the broker. ``run()`` blocks; ``stop()`` ends it."""
+
+    def __init__(
+        self, store: Store, publisher: Publisher, config: DispatcherConfig | None = None, *,
+        member_id: str | None = None, pinned: set[int] | None = None,
+        dead_letters: DeadLetters | None = None, observer: Observer | None = None,
+    ) -> None:
+        self.store = store
+        self.claims = Claims(store)
+        self.publisher = publisher
+        self.config = config or DispatcherConfig()
+        self.member_id = member_id or new_member_id()
+        self.observer = observer or Observer()
+        self.dead_letters = dead_letters or DeadLetters(store.client, store.keys)
+        self.leadership = Leadership(
+            store, self.member_id, self.config.lock_timeout, pinned=pinned, observer=self.observer
+        )
+        self.clock = self.leadership.clock
+        self._stop = threading.Event()
+        self._next_due: dict[int, float] = {}  # shard -> monotonic time its next entry is due
+        self._next_beat = 0.0
+        self._unacked: list[dict[int, list[Claimed]]] = []
+        self._unreleased: list[dict[int, list[Claimed]]] = []
+        self._pubsub: Any = None
+        self._outage: str | None = None
+        self._backoff = Backoff(cap=self.config.backoff_max)
+        self.started = threading.Event()
+        self.passes = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish the batch in hand, release its leases and return."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:
+        log_event(logging.INFO, "dispatcher.started", dispatcher=self.member_id, shards=self.store.shards)
+        self._start()
+        try:
+            while not self._stop.is_set():
+                try:
+                    busy = self.run_once()
+                    self._recovered()
+                    if not busy:
+                        self._sleep()
+                except REDIS_ERRORS as exc:
+                    self._failed("redis", exc)
+                except BrokerUnavailable as exc:
+                    self._failed("broker", exc.__cause__ or exc)
+        finally:
+            self._shutdown()
+
+    def _start(self) -> None:
+        """Check the store's shard count (a mismatch raises); wait out an outage at start."""
+        while not self._stop.is_set():
+            try:
+                self.store.check_meta()
+                self.started.set()
+                return
+            except REDIS_ERRORS as exc:
+                self._failed("redis", exc)
+
+    def _shutdown(self) -> None:
+        try:
+            self._flush_pending()
+            self.leadership.release_all()
+        except REDIS_ERRORS as exc:
+            log_event(logging.WARNING, "dispatcher.shutdown_incomplete", error=repr(exc))
+        self._close_pubsub()
+        log_event(logging.INFO, "dispatcher.stopped", dispatcher=self.member_id)
+
+    def _close_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            try:
+                pubsub.close()
+            except Exception:  # closing a broken connection must not hide why we are closing it
+                pass
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        if self._outage is None:
+            log_event(logging.WARNING, "outage.started", what=what, error=repr(exc))
+            self.observer.outage(what, exc)
+        self._outage = what
+        self._close_pubsub()  # re-subscribe after the outage
+        self._stop.wait(self._backoff.next())
+
+    def _recovered(self) -> None:
+        if self._outage is not None:
+            log_event(logging.INFO, "outage.ended", what=self._outage)
+            self._outage = None
+        self._backoff.reset()
+
+    # -- one pass -------------------------------------------------------------------------------
+
+    def run_once(self) -> bool:
+        """One pass over the owned shards; True when a shard had a full batch (no sleep wanted)."""
+        self.passes += 1
+        self._flush_pending()
+        now = time.monotonic()
+        if now >= self._next_beat:
+            self._beat()
+            self._next_beat = now + self.config.heartbeat_interval
+        return self._dispatch_due()
+
+    def _beat(self) -> None:
+        changes = self.leadership.beat()
+        for shard in changes.acquired:
+            self._next_due[shard] = 0.0  # claim at once: we do not know its next due time yet
+        for shard in changes.lost + changes.released:
+            self._next_due.pop(shard, None)
+        limit = self.config.batch_size
+        for shard, lease in list(self.leadership.owned.items()):
+            reaped = self.claims.reap(lease.fence, limit)
+            if reaped is None:
+                self._lost(shard, "reap fenced")
+            elif reaped:
+                log_event(logging.WARNING, "inflight.reaped", shard=shard, count=len(reaped))
+                self.observer.reaped(shard, len(reaped))
+                self._next_due[shard] = 0.0
+
+    def _lost(self, shard: int, reason: str) -> None:
+        self.leadership.drop(shard, reason=reason)
+        self._next_due.pop(shard, None)
+
+    def _dispatch_due(self) -> bool:
+        """Claim from every due shard in one round trip, publish in due order, ack."""
+        now = time.monotonic()
+        fences = []
+        if not any(self._next_due.get(s, 0.0) <= now for s in self.leadership.owned):
+            return False
+        for shard, lease in sorted(self.leadership.owned.items()):
+            if self._next_due.get(shard, 0.0) > now + COALESCE_S:
+                continue
+            if lease.valid(now, self.config.lock_timeout):
+                fences.append(lease.fence)
+            else:  # not renewed lately (Redis trouble): wait for the next heartbeat to decide
+                self._next_due[shard] = now + self.config.heartbeat_interval
+        if not fences or self._stop.is_set():
+            return False
+        started = time.monotonic()
+        results = self.claims.claim_many(
+            fences, self.config.batch_size, int(self.config.inflight_timeout * 1000)
+        )
+        claimed_at = time.monotonic()
+        busy, entries = False, []
+        for fence in fences:
+            result = results[fence.shard]
+            if result.fenced:
+                self._lost(fence.shard, "claim fenced")
+                continue
+            self.clock.observe(result.now_ms, (started + claimed_at) / 2)
+            self.observer.claimed(fence.shard, len(result.entries), claimed_at - started)
+            self._note_next_due(fence.shard, result, claimed_at)
+            busy |= len(result.entries) >= self.config.batch_size
+            entries += result.entries
+        if entries:
+            self._hand_over(entries, claimed_at)
+        return busy
+
+    def _note_next_due(self, shard: int, result: ClaimResult, claimed_at: float) -> None:
+        if len(result.entries) >= self.config.batch_size:
+            self._next_due[shard] = 0.0
+        elif result.next_due_ms is None:
+            self._next_due[shard] = claimed_at + self.config.max_interval
+        else:
+            self._next_due[shard] = claimed_at + max(0, result.next_due_ms - result.now_ms) / 1000.0
+
+    def _hand_over(self, entries: list[Claimed], claimed_at: float) -> None:
+        """Publish claimed entries of all shards in due order and ack them; drop none."""
+        entries.sort(key=lambda e: e.due_ms)
+        messages: list[StoredMessage] = []
+        good: list[Claimed] = []
+        poison: list[tuple[Claimed, PoisonMessage]] = []
+        for entry in entries:
+            try:
+                messages.append(decode(entry.task_id, entry.payload))
+                good.append(entry)
+            except PoisonMessage as exc:
+                poison.append((entry, exc))
+        if poison:
+            self._dead_letter_poison(poison)
+        # A lease that lapsed while we were paused or slow means a newer leader may already be
+        # dispatching the shard: hand its entries back instead of publishing them a second time.
+        now = time.monotonic()
+        batch_expired = (now - claimed_at) > self.config.inflight_timeout * 0.8
+        lapsed = {
+            e.shard for e in good
+            if batch_expired or not self._lease_valid(e.shard, now)
+        }
+        if lapsed:
+            abandoned = [e for e in good if e.shard in lapsed]
+            log_event(logging.WARNING, "batch.abandoned", shards=sorted(lapsed), count=len(abandoned),
+                      reason="lease_lapsed")
+            self._release(abandoned)
+            messages = [m for m, e in zip(messages, good, strict=True) if e.shard not in lapsed]
+            good = [e for e in good if e.shard not in lapsed]
+        if not good:
+            return
+        started = time.monotonic()
+        report = self.publisher.publish(messages)
+        done = time.monotonic()
+        published = good[: report.published]
+        if published:
+            redis_now = self.clock.at(done)
+            per_shard: dict[int, int] = {}
+            for e in published:
+                per_shard[e.shard] = per_shard.get(e.shard, 0) + 1
+            self.observer.published(per_shard, [redis_now - e.due_ms for e in published], done - started)
+        self._ack(published)
+        if report.error is not None:
+            self._release(good[report.published:])
+            raise BrokerUnavailable(f"publishing to the broker failed: {report.error!r}") from report.error
+
+    def _lease_valid(self, shard: int, now: float) -> bool:
+        lease = self.leadership.lease(shard)
+        return lease is not None and lease.valid(now, self.config.lock_timeout)
+
+    def _dead_letter_poison(self, poison: list[tuple[Claimed, PoisonMessage]]) -> None:
+        for entry, exc in poison:
+            self.dead_letters.add(DeadLetter.for_poison(entry.task_id, entry.payload, exc, entry.shard))
+        log_event(logging.ERROR, "poison.dead_lettered", count=len(poison),
+                  ids=",".join(e.task_id for e, _ in poison[:10]))
+        self.observer.dead_lettered("poison", len(poison))
+        self._ack([e for e, _ in poison])
+
+    def _ack(self, entries: list[Claimed]) -> None:
+        by_shard = _by_shard(entries)
+        if not by_shard:
+            return
+        try:
+            self.claims.ack_many({s: [e.task_id for e in es] for s, es in by_shard.items()})
+        except REDIS_ERRORS:
+            self._unacked.append(by_shard)  # published: ack as soon as Redis is back
+            raise
+
+    def _release(self, entries: list[Claimed]) -> None:
+        by_shard = _by_shard(entries)
+        if not by_shard:
+            return
+        try:
+            self.claims.release_many(by_shard)
+        except REDIS_ERRORS:
+            self._unreleased.append(by_shard)
+            raise
+        for shard in by_shard:
+            self._next_due[shard] = 0.0
+
+    def _flush_pending(self) -> None:
+        while self._unacked:
+            self.claims.ack_many({s: [e.task_id for e in es] for s, es in self._unacked[0].items()})
+            self._unacked.pop(0)
+        while self._unreleased:
+            self.claims.release_many(self._unreleased[0])
+            self._unreleased.pop(0)
+
+    # -- sleeping -------------------------------------------------------------------------------
+
+    def _sleep(self) -> None:
+        now = time.monotonic()
+        deadline = min(
+            [self._next_beat, now + self.config.max_interval]
+            + [self._next_due.get(s, 0.0) for s in self.leadership.owned]
+        )
+        if deadline - now <= 0:
+            return
+        owned = list(self.leadership.owned)
+        if owned and deadline - now >= WAKE_MARK_MIN_S and self.clock.known:
+            self._subscribe()
+            at_ms = self.clock.at(deadline)
+            ttl_ms = int((deadline - now + self.config.lock_timeout) * 1000)
+            self.claims.plan_wake(dict.fromkeys(owned, at_ms), ttl_ms)
+        self._wait_until(deadline)
+
+    def _wait_until(self, deadline: float) -> None:
+        while not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            timeout = min(remaining, SLEEP_SLICE_S)
+            if self._pubsub is None:
+                self._stop.wait(timeout)
+                continue
+            message = self._pubsub.get_message(timeout=timeout)
+            woke = False
+            while message is not None:
+                woke |= self._on_wake(message)
+                message = self._pubsub.get_message(timeout=0)
+            if woke:
+                return
+
+    def _on_wake(self, message: dict[str, Any]) -> bool:
+        if message.get("type") != "message":
+            return False
+        try:
+            shard = int(message["data"])
+        except (TypeError, ValueError):
+            return False
+        if shard in self.leadership.owned:
+            self._next_due[shard] = 0.0
+            return True
+        return False
+
+    def _subscribe(self) -> None:
+        if self._pubsub is None:
+            pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
+            pubsub.subscribe(self.store.keys.wake_channel)
+            self._pubsub = pubsub
+
+
+def _by_shard(entries: list[Claimed]) -> dict[int, list[Claimed]]:
+    grouped: dict[int, list[Claimed]] = {}
+    for e in entries:
+        grouped.setdefault(e.shard, []).append(e)
+    return grouped
+
+
+class BrokerUnavailable(Exception):
+    """The broker refused a publish; the unpublished rest of the batch went back to ``due``."""

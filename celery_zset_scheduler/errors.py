@@ -1,0 +1,32 @@
+"""Exceptions raised by celery-zset-scheduler.
+
+They all derive from :class:`ZSetSchedulerError`, so callers can catch the family, and each
+also derives from the builtin a caller would naturally expect (``ValueError`` for bad settings,
+``TypeError`` for arguments that cannot be serialized).
+"""
+
+from __future__ import annotations
+
+
+class ZSetSchedulerError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigurationError(ZSetSchedulerError, ValueError):
+    """A ``zset_scheduler_*`` setting is unknown or has an invalid value."""
+
+
+class ShardCountMismatch(ConfigurationError):
+    """The store was created with another shard count or format than this client expects."""
+
+
+class NotSerializable(ZSetSchedulerError, TypeError):
+    """A task's arguments cannot be encoded with the serializer the store accepts."""
+
+
+class PoisonMessage(ZSetSchedulerError):
+    """A stored entry cannot be decoded; it goes to the dead-letter store instead of crash-looping."""
+
+
+class NotLeader(ZSetSchedulerError):
+    """This dispatcher no longer holds the lease of a shard (fenced)."""

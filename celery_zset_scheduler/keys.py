@@ -1,0 +1,90 @@
+"""Every Redis key and channel name the project uses, in one place.
+
+Each shard's keys share the hash tag ``{prefix:shard}``, so one shard lives in one Redis Cluster
+slot and every per-shard Lua script touches a single slot. Keys that are not per shard carry their
+own hash tag so that the scripts working on them are single-slot too.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from functools import cached_property
+
+# Bumped when the layout or the stored payload format changes incompatibly; kept in the meta hash.
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ShardKeys:
+    """The keys of one shard, in the order the Lua scripts receive them."""
+
+    shard: int
+    due: str  # ZSET id -> due time (ms)
+    msg: str  # HASH id -> encoded message
+    inflight: str  # ZSET id -> lease deadline (ms) of a claimed, not yet acked entry
+    lock: str  # STRING leader token (PX lease)
+    epoch: str  # STRING fencing counter, INCR on every change of leader
+    wake: str  # STRING the leader's planned wake-up (ms); an earlier schedule publishes a wake-up
+    pending_keys: str  # HASH idempotency key -> id of the pending entry scheduled under it
+    id_keys: str  # HASH id -> idempotency key (only for entries scheduled under a key)
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """Key names for one ``prefix`` and shard count."""
+
+    prefix: str
+    shards: int
+
+    @property
+    def meta(self) -> str:
+        return f"{self.prefix}:meta"
+
+    @property
+    def members(self) -> str:
+        """ZSET dispatcher id -> heartbeat deadline (ms): the live dispatchers."""
+        return f"{{{self.prefix}:members}}:dispatchers"
+
+    @property
+    def wake_channel(self) -> str:
+        return f"{self.prefix}:wake"
+
+    @property
+    def dlq_index(self) -> str:
+        """ZSET id -> dead-lettered time (ms), for newest-first paging and age trimming."""
+        return f"{{{self.prefix}:dlq}}:index"
+
+    @property
+    def dlq_data(self) -> str:
+        """HASH id -> JSON dead-letter record."""
+        return f"{{{self.prefix}:dlq}}:data"
+
+    def idempotency(self, key: str) -> str:
+        """STRING state of one idempotency key; no hash tag, so keys spread over a cluster."""
+        return f"{self.prefix}:idem:{key}"
+
+    @cached_property
+    def _shards(self) -> tuple[ShardKeys, ...]:
+        return tuple(self._make(s) for s in range(self.shards))
+
+    def _make(self, shard: int) -> ShardKeys:
+        tag = f"{{{self.prefix}:{shard}}}"
+        return ShardKeys(
+            shard=shard,
+            due=f"{tag}:due",
+            msg=f"{tag}:msg",
+            inflight=f"{tag}:inflight",
+            lock=f"{tag}:lock",
+            epoch=f"{tag}:epoch",
+            wake=f"{tag}:wake",
+            pending_keys=f"{tag}:pkeys",
+            id_keys=f"{tag}:idkeys",
+        )
+
+    def shard(self, shard: int) -> ShardKeys:
+        return self._shards[shard]
+
+    def shard_of(self, routing: str) -> int:
+        """Stable shard of a task id (or idempotency key): the same on every host and Python."""
+        return zlib.crc32(routing.encode("utf-8")) % self.shards

@@ -1,0 +1,49 @@
+"""Shared fixtures: a real redis-server for the session, a clean store per test, Celery apps."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from celery_zset_scheduler.connection import make_client
+from celery_zset_scheduler.keys import KeySpace
+from celery_zset_scheduler.store import Store
+from celery_zset_scheduler.testing import RedisServer
+
+from .helpers import AppFactory
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    os.environ["ZSET_TEST_REDIS_PORT"] = str(server.port)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A client of db 0 of the session server, emptied (all dbs) before each test."""
+    client = redis_server.client()
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def store(r: redis.Redis, redis_server: RedisServer) -> Store:
+    return Store(make_client(redis_server.url), KeySpace("zt", 4))
+
+
+@pytest.fixture
+def apps(r: redis.Redis, redis_server: RedisServer) -> Iterator[AppFactory]:
+    factory = AppFactory(redis_server)
+    try:
+        yield factory
+    finally:
+        factory.close()

@@ -1,0 +1,133 @@
+"""Claim / ack / release / reap and the wake-up, on a real Redis, with real leases."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from celery_zset_scheduler.claims import Claims, Fence
+from celery_zset_scheduler.leader import Leadership
+from celery_zset_scheduler.store import NewEntry, Store
+
+
+def lead(store: Store, shard: int, member: str = "m1", ttl: float = 5.0) -> Fence:
+    leadership = Leadership(store, member, ttl, pinned={shard})
+    leadership.beat()
+    lease = leadership.lease(shard)
+    assert lease is not None
+    return lease.fence
+
+
+def redis_ms(r: redis.Redis) -> int:
+    sec, usec = r.time()
+    return sec * 1000 + usec // 1000
+
+
+def ids_in_shard(store: Store, shard: int, n: int, prefix: str = "t") -> list[str]:
+    out, i = [], 0
+    while len(out) < n:
+        if store.keys.shard_of(f"{prefix}{i}") == shard:
+            out.append(f"{prefix}{i}")
+        i += 1
+    return out
+
+
+def test_claim_takes_only_due_entries_by_redis_time(store: Store, r: redis.Redis) -> None:
+    now = redis_ms(r)
+    a, b, c = ids_in_shard(store, 0, 3)
+    store.schedule_many([NewEntry(a, now - 10, b"A"), NewEntry(b, now - 5, b"B"), NewEntry(c, now + 60_000, b"C")])
+    fence = lead(store, 0)
+    result = Claims(store).claim(fence, limit=10, lease_ms=30_000)
+    assert not result.fenced
+    assert [(e.task_id, e.payload) for e in result.entries] == [(a, b"A"), (b, b"B")]
+    assert result.next_due_ms == now + 60_000
+    sk = store.keys.shard(0)
+    assert r.zrange(sk.due, 0, -1) == [c.encode()]
+    lease_deadlines = dict(r.zrange(sk.inflight, 0, -1, withscores=True))
+    assert set(lease_deadlines) == {a.encode(), b.encode()}
+    assert all(d >= result.now_ms + 30_000 for d in lease_deadlines.values())
+
+
+def test_claim_respects_the_batch_limit(store: Store, r: redis.Redis) -> None:
+    now = redis_ms(r)
+    ids = ids_in_shard(store, 1, 25)
+    store.schedule_many([NewEntry(i, now - 100, b"x") for i in ids])
+    claims, fence = Claims(store), lead(store, 1)
+    sizes = [len(claims.claim(fence, limit=10, lease_ms=1000).entries) for _ in range(4)]
+    assert sizes == [10, 10, 5, 0]
+
+
+def test_a_stale_leader_cannot_claim(store: Store, r: redis.Redis) -> None:
+    ids = ids_in_shard(store, 2, 3)
+    store.schedule_many([NewEntry(i, redis_ms(r) - 1, b"x") for i in ids])
+    old = lead(store, 2, "old", ttl=0.3)
+    time.sleep(0.4)  # the old lease expires; a new leader takes the shard
+    new = lead(store, 2, "new")
+    assert new.epoch == old.epoch + 1
+    claims = Claims(store)
+    assert claims.claim(old, limit=10, lease_ms=1000).fenced
+    assert claims.reap(old, limit=10) is None
+    assert r.zcard(store.keys.shard(2).due) == 3  # the refused claim moved nothing
+    assert len(claims.claim(new, limit=10, lease_ms=1000).entries) == 3
+
+
+def test_ack_forgets_published_entries(store: Store, r: redis.Redis) -> None:
+    ids = ids_in_shard(store, 0, 2)
+    store.schedule_many([NewEntry(i, redis_ms(r) - 1, b"x") for i in ids])
+    claims = Claims(store)
+    claims.claim(lead(store, 0), limit=10, lease_ms=1000)
+    assert claims.ack(0, ids) == 2
+    sk = store.keys.shard(0)
+    assert r.zcard(sk.inflight) == 0 and r.hlen(sk.msg) == 0
+
+
+def test_a_retry_scheduled_before_the_ack_survives_it(store: Store, r: redis.Redis) -> None:
+    # The worker can run a task and schedule its retry (same id) before the dispatcher acks.
+    (tid,) = ids_in_shard(store, 0, 1)
+    store.schedule(tid, redis_ms(r) - 1, b"first")
+    claims = Claims(store)
+    claims.claim(lead(store, 0), limit=10, lease_ms=1000)
+    assert store.schedule(tid, redis_ms(r) + 60_000, b"retry").status == "scheduled"
+    claims.ack(0, [tid])
+    entry = store.get(tid)
+    assert entry is not None and (entry.state, entry.payload) == ("pending", b"retry")
+
+
+def test_release_returns_entries_at_their_due_time(store: Store, r: redis.Redis) -> None:
+    ids = ids_in_shard(store, 3, 2)
+    due = redis_ms(r) - 50
+    store.schedule_many([NewEntry(i, due, b"x") for i in ids])
+    claims = Claims(store)
+    result = claims.claim(lead(store, 3), limit=10, lease_ms=60_000)
+    assert claims.release(3, result.entries) == 2
+    assert dict(r.zrange(store.keys.shard(3).due, 0, -1, withscores=True)) == {i.encode(): due for i in ids}
+    assert claims.release(3, result.entries) == 0  # only what is still in flight
+
+
+def test_reap_returns_expired_leases_to_due(store: Store, r: redis.Redis) -> None:
+    ids = ids_in_shard(store, 0, 3)
+    store.schedule_many([NewEntry(i, redis_ms(r) - 1, b"x") for i in ids])
+    claims, fence = Claims(store), lead(store, 0)
+    claims.claim(fence, limit=10, lease_ms=100)
+    assert claims.reap(fence, limit=10) == []
+    time.sleep(0.15)
+    assert sorted(claims.reap(fence, limit=10) or []) == sorted(ids)
+    assert len(claims.claim(fence, limit=10, lease_ms=100).entries) == 3
+
+
+def test_an_earlier_schedule_wakes_the_leader_once(store: Store, r: redis.Redis) -> None:
+    pubsub = r.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(store.keys.wake_channel)
+    pubsub.get_message(timeout=1)
+    now = redis_ms(r)
+    a, b, c = ids_in_shard(store, 1, 3)
+    Claims(store).plan_wake({1: now + 10_000}, ttl_ms=60_000)
+    store.schedule(a, now + 20_000, b"x")  # later than the planned wake-up: no message
+    assert pubsub.get_message(timeout=0.2) is None
+    store.schedule(b, now + 1_000, b"x")
+    message = pubsub.get_message(timeout=1)
+    assert message is not None and message["data"] == b"1"
+    store.schedule(c, now + 500, b"x")  # the leader is already woken: no second message
+    assert pubsub.get_message(timeout=0.2) is None
+    pubsub.close()
