@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .celery.api import cancel, lookup, reschedule
+from .celery.bulk import schedule_many
 from .celery.install import install
 from .config import Settings
 from .errors import (
@@ -35,6 +36,7 @@ __all__ = [
     "install",
     "lookup",
     "reschedule",
+    "schedule_many",
 ]
 
 

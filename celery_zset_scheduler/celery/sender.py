@@ -35,6 +35,10 @@ REPLACE = "zset_replace"
 # Message properties that make no sense after waiting in the store (a TTL relative to send time).
 _DROPPED_PROPERTIES = ("expiration",)
 
+# When set, store_message hands the message it built to this list instead of storing it
+# (bulk scheduling builds one message the normal way and uses it as a template).
+capture: contextvars.ContextVar[list[StoredMessage] | None] = contextvars.ContextVar("zset_capture", default=None)
+
 # The outcome of the last store call in this context, for callers that want the existing handle.
 last_schedule: contextvars.ContextVar[ScheduleResult | None] = contextvars.ContextVar(
     "zset_last_schedule", default=None
@@ -139,6 +143,10 @@ def store_message(
         routing_key=str(routing_key or ""),
         queue=declared,
     )
+    captured = capture.get()
+    if captured is not None:
+        captured.append(stored)
+        return ScheduleResult("scheduled", stored.task_id)
     result = inst.store.schedule(
         stored.task_id, due_ms, encode(stored), idempotency_key=idempotency_key, replace=replace
     )
