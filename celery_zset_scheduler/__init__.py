@@ -13,6 +13,8 @@ from typing import Any
 from .celery.api import cancel, lookup, reschedule
 from .celery.bulk import schedule_many
 from .celery.install import install
+from .celery.signals import task_dead_lettered
+from .celery.tasks import IdempotentTask, RetryPolicy, ZSetTask
 from .config import Settings
 from .errors import (
     ConfigurationError,
@@ -26,6 +28,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",
+    "IdempotentTask",
+    "RetryPolicy",
+    "ZSetTask",
     "NotSerializable",
     "PoisonMessage",
     "Settings",
@@ -37,6 +42,7 @@ __all__ = [
     "lookup",
     "reschedule",
     "schedule_many",
+    "task_dead_lettered",
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -78,8 +78,10 @@ class DeadLetters:
     """The capped dead-letter store of one prefix."""
 
     def __init__(self, client: Any, keys: KeySpace, *, max_len: int = 100_000,
-                 max_age: float = 7 * 86400.0, scripts: Scripts | None = None) -> None:
+                 max_age: float = 7 * 86400.0, scripts: Scripts | None = None,
+                 on_add: Callable[[DeadLetter], None] | None = None) -> None:
         self.client = client
+        self.on_add = on_add
         self.keys = keys
         self.max_len = max_len
         self.max_age_ms = int(max_age * 1000)
@@ -91,6 +93,8 @@ class DeadLetters:
             [self.keys.dlq_index, self.keys.dlq_data],
             [letter.task_id, letter.to_json(), self.max_len, self.max_age_ms],
         )
+        if self.on_add is not None:
+            self.on_add(replace(letter, dead_lettered_ms=int(now)))
         return int(now)
 
     def count(self) -> int:
@@ -145,5 +149,11 @@ class DeadLetters:
 
 
 def reset_for_requeue(message: StoredMessage) -> StoredMessage:
-    """The message a requeue schedules: the same bytes, with the attempt counter reset."""
-    return replace(message, headers={**message.headers, "retries": 0})
+    """The message a requeue schedules: the same body, the attempt counter reset and no ETA
+    (the store decides when it runs)."""
+    headers = {k: v for k, v in message.headers.items() if k not in _FAILURE_HEADERS}
+    return replace(message, headers={**headers, "retries": 0, "eta": None})
+
+
+# Headers the task side adds to carry failure history across retries; a requeue starts afresh.
+_FAILURE_HEADERS = ("zset_first_failure",)

@@ -84,6 +84,10 @@ class Scripts:
         self.dlq_add = LuaScript(client, "dlq_add")
         self.dlq_page = LuaScript(client, "dlq_page")
         self.dlq_remove = LuaScript(client, "dlq_remove")
+        self.idem_acquire = LuaScript(client, "idem_acquire")
+        self.idem_renew = LuaScript(client, "idem_renew")
+        self.idem_finish = LuaScript(client, "idem_finish")
+        self.idem_release = LuaScript(client, "idem_release")
 
     def loaded(self) -> set[str]:
         return {s.name for s in vars(self).values() if isinstance(s, LuaScript)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -65,6 +66,55 @@ def register_tasks(app: Celery, record_url: str) -> None:
         return "done"
 
 
+def register_task_side(app: Celery, record_url: str) -> None:
+    """Tasks of the task-side features (issue 3): idempotency, retries, dead letters."""
+    from celery.exceptions import Reject
+
+    from celery_zset_scheduler import IdempotentTask, RetryPolicy, ZSetTask
+
+    recorder = redis.Redis.from_url(record_url)
+
+    def note(task: Any, tag: str, **extra: Any) -> None:
+        recorder.rpush(RECORDS, json.dumps({
+            "id": task.request.id, "tag": tag, "at": time.time(), "retries": task.request.retries,
+            "pid": os.getpid(), **extra,
+        }))
+
+    @app.task(bind=True, base=IdempotentTask, name="t.charge", shared=False,
+              idempotency_key="charge:{order_id}", idempotency_lease=2.0)
+    def charge(self: Any, order_id: int, amount: int = 10, sleep: float = 0.0) -> dict[str, int]:
+        note(self, "charge.started", order_id=order_id)
+        time.sleep(sleep)
+        note(self, "charge.done", order_id=order_id)
+        return {"order_id": order_id, "charged": amount}
+
+    @app.task(bind=True, base=ZSetTask, name="t.flaky", shared=False, autoretry_for=(RuntimeError,),
+              retry_backoff=1, retry_jitter=False, max_retries=3)
+    def flaky(self: Any) -> None:
+        note(self, "flaky")
+        raise RuntimeError(f"attempt {self.request.retries + 1} failed")
+
+    @app.task(bind=True, base=ZSetTask, name="t.policy", shared=False, retry_policies={
+        ValueError: None, KeyError: RetryPolicy(max_retries=2, backoff=0.4, backoff_max=1.0, jitter=True),
+    })
+    def policy(self: Any, kind: str) -> None:
+        note(self, f"policy.{kind}")
+        raise {"value": ValueError, "key": KeyError}[kind](kind)
+
+    @app.task(bind=True, base=ZSetTask, name="t.reject", shared=False)
+    def reject(self: Any) -> None:
+        note(self, "reject")
+        raise Reject("not for us", requeue=False)
+
+    @app.task(bind=True, base=ZSetTask, name="t.fixable", shared=False)
+    def fixable(self: Any, value: int) -> int:
+        if recorder.get("broken"):
+            note(self, "fixable.failed")
+            raise RuntimeError("the bug is not fixed yet")
+        note(self, "fixable.ok")
+        return value * 2
+
+
 def executions(record_url: str) -> list[dict[str, Any]]:
     client = redis.Redis.from_url(record_url)
     return [json.loads(x) for x in client.lrange(RECORDS, 0, -1)]
@@ -94,6 +144,7 @@ class AppFactory:
             **conf,
         })
         register_tasks(app, self.record_url)
+        register_task_side(app, self.record_url)
         if install:
             celery_zset_scheduler.install(app)
         return app

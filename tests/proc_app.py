@@ -10,7 +10,7 @@ from celery import Celery
 
 import celery_zset_scheduler
 
-from .helpers import register_tasks
+from .helpers import register_task_side, register_tasks
 
 env = os.environ
 app = Celery("proc_app", set_as_current=False)
@@ -24,4 +24,5 @@ app.conf.update({
     **json.loads(env.get("ZSET_TEST_CONF", "{}")),
 })
 register_tasks(app, env["ZSET_TEST_RECORDS"])
+register_task_side(app, env["ZSET_TEST_RECORDS"])
 celery_zset_scheduler.install(app)

@@ -16,7 +16,7 @@ from typing import Any
 
 from celery_zset_scheduler.testing import RedisServer
 
-from .helpers import BROKER_DB, RECORD_DB, STORE_DB, wait_for
+from .helpers import BACKEND_DB, BROKER_DB, RECORD_DB, STORE_DB, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CELERY = str(Path(sys.executable).with_name("celery"))
@@ -77,6 +77,7 @@ class Cluster:
             **os.environ,
             "PYTHONPATH": str(ROOT),
             "ZSET_TEST_BROKER": broker_server.url_db(BROKER_DB),
+            "ZSET_TEST_BACKEND": broker_server.url_db(BACKEND_DB),
             "ZSET_TEST_STORE": store_server.url_db(STORE_DB),
             "ZSET_TEST_RECORDS": broker_server.url_db(RECORD_DB),
             "ZSET_TEST_SHARDS": str(shards),

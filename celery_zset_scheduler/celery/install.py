@@ -9,6 +9,7 @@ from celery.utils.imports import symbol_by_name
 
 from .amqp import ZSetAMQP, ZSetAMQPMixin, ZSetControl, ZSetControlMixin
 from .installation import Installation, ensure_installation
+from . import unknown
 from .sender import wrap_sender
 
 _DEFAULT_AMQP = "celery.app.amqp:AMQP"
@@ -26,6 +27,7 @@ def install(app: Any, **overrides: Any) -> Installation:
     ``zset_scheduler_*`` settings (``install(app, shards=4)``).
     """
     inst = ensure_installation(app, overrides)
+    unknown.connect()
     if "amqp" in app.__dict__:  # already built: wrap its sender in place
         amqp = app.amqp
         if not getattr(amqp.send_task_message, "__wrapped__", None):

@@ -9,7 +9,8 @@ from typing import Any
 
 from ..config import Settings
 from ..connection import make_client
-from ..deadletter import DeadLetters
+from ..deadletter import DeadLetter, DeadLetters
+from ..idempotency import IdempotencyKeys
 from ..keys import KeySpace
 from ..store import Store
 from .settings import read_settings
@@ -54,9 +55,19 @@ class Installation:
                     s, store = self.settings, self.store
                     self._dead_letters = DeadLetters(
                         store.client, store.keys, max_len=s.dlq_max_len, max_age=s.dlq_max_age,
-                        scripts=store.scripts,
+                        scripts=store.scripts, on_add=self._announce,
                     )
         return self._dead_letters
+
+    @property
+    def idempotency(self) -> IdempotencyKeys:
+        store = self.store
+        return IdempotencyKeys(store.client, store.keys, store.scripts)
+
+    def _announce(self, letter: DeadLetter) -> None:
+        from .signals import task_dead_lettered
+
+        task_dead_lettered.send(sender=self.app, letter=letter)
 
     def reset(self) -> None:
         """Forget clients (after fork, or when settings change in tests); settings are re-read."""

@@ -61,7 +61,9 @@ def wrap_sender(app: Any, original: Callable[..., Any]) -> Callable[..., Any]:
             options.pop(REPLACE, None)
             return original(producer, name, message, **options)
         due_ms = eta_to_ms(app, eta)
-        if due_ms - time.time() * 1000 < inst.settings.min_countdown * 1000:
+        # Retries always wait in the store; only first sends honour min_countdown.
+        is_retry = bool(headers.get("retries"))
+        if not is_retry and due_ms - time.time() * 1000 < inst.settings.min_countdown * 1000:
             options.pop(IDEMPOTENCY_KEY, None)
             options.pop(REPLACE, None)
             return original(producer, name, message, **options)

@@ -1,0 +1,187 @@
+"""Task base classes: retries that wait in the store, dead letters, idempotency keys.
+
+``ZSetTask``: per-exception retry policies with capped exponential backoff (full jitter) on top
+of Celery's own ``autoretry_for``/``retry_backoff``/``max_retries``; every retry is stored in the
+ZSET store (the app is installed), and a task that fails for good goes to the dead-letter store.
+
+``IdempotentTask(ZSetTask)``: runs each idempotency key to completion at most once while its
+record lives (I6), and keeps one pending entry per key at schedule time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Task
+from celery.exceptions import Ignore, Reject, Retry
+
+from ..backoff import compute_backoff
+from ..events import log_event
+from ..idempotency import IdempotencyKeys, LeaseKeeper
+from .installation import ensure_installation
+from .sender import IDEMPOTENCY_KEY, REPLACE, last_schedule
+
+KEY_HEADER = "zset_idempotency_key"
+FIRST_FAILURE_HEADER = "zset_first_failure"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How to retry one kind of exception: delay ``min(backoff_max, backoff * 2**retries)``,
+    drawn uniformly from ``[0, delay]`` when ``jitter``; at most ``max_retries`` retries."""
+
+    max_retries: int | None = 3
+    backoff: float = 1.0
+    backoff_max: float = 600.0
+    jitter: bool = True
+
+
+class ZSetTask(Task):  # type: ignore[misc]
+    """Retries that wait in the store, per-exception policies, and dead-lettering."""
+
+    Request = "celery_zset_scheduler.celery.request:DeadLetterRequest"
+    #: exception class -> RetryPolicy, or None for "never retry" (fails at once, dead-lettered).
+    retry_policies: Mapping[type[BaseException], RetryPolicy | None] = {}
+    #: whether a task that fails for good goes to the dead-letter store
+    dead_letter = True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.request.called_directly:  # a plain function call, not a worker execution
+            return super().__call__(*args, **kwargs)
+        return self.run_guarded(args, kwargs)
+
+    def run_guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            return self.run(*args, **kwargs)
+        except (Retry, Ignore, Reject):
+            raise
+        except Exception as exc:
+            matched, policy = self.retry_policy_for(exc)
+            if not matched or policy is None:
+                raise
+            countdown = compute_backoff(
+                self.request.retries, base=policy.backoff, cap=policy.backoff_max, jitter=policy.jitter
+            )
+            raise self.retry(exc=exc, countdown=countdown, max_retries=policy.max_retries) from exc
+
+    def retry_policy_for(self, exc: BaseException) -> tuple[bool, RetryPolicy | None]:
+        """The policy of the most specific class ``exc`` is an instance of."""
+        for cls in type(exc).__mro__:
+            if cls in self.retry_policies:
+                return True, self.retry_policies[cls]
+        return False, None
+
+    def retry(self, args: Any = None, kwargs: Any = None, exc: Any = None, throw: bool = True,
+              eta: Any = None, countdown: Any = None, max_retries: Any = None, **options: Any) -> Any:
+        """Celery's retry, carrying the time of the first failure for the dead-letter record."""
+        request = self.request
+        headers = dict(request.headers or {}) if isinstance(request.headers, dict) else {}
+        headers.update(options.pop("headers", None) or {})
+        headers.setdefault(FIRST_FAILURE_HEADER, getattr(request, FIRST_FAILURE_HEADER, None)
+                           or int(time.time() * 1000))
+        return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, headers=headers, **options)
+
+
+class IdempotentTask(ZSetTask):
+    """At most one completed execution per idempotency key while its record lives.
+
+    ``idempotency_key``: None (the task id), a format string over the task's arguments
+    (``"charge:{order_id}"``), or a callable taking the task's arguments.
+    ``apply_async(idempotency_key=..., idempotency_replace=True)`` override it per call.
+    """
+
+    acks_late = True
+    reject_on_worker_lost = True
+    idempotency_key: str | Callable[..., str] | None = None
+    #: keep a failed key failed (later deliveries do not run) instead of releasing it
+    idempotency_keep_failed = False
+    #: seconds; None: the zset_scheduler_idempotency_ttl / _lease settings
+    idempotency_ttl: float | None = None
+    idempotency_lease: float | None = None
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
+                    link: Any = None, link_error: Any = None, shadow: Any = None, **options: Any) -> Any:
+        key = options.pop("idempotency_key", None)
+        replace = bool(options.pop("idempotency_replace", False))
+        if key is None and self.idempotency_key is not None:
+            key = self.key_for(tuple(args or ()), dict(kwargs or {}))
+        if key is not None:
+            options["headers"] = {**(options.get("headers") or {}), KEY_HEADER: str(key)}
+            options[IDEMPOTENCY_KEY] = str(key)
+            if replace:
+                options[REPLACE] = True
+        token = last_schedule.set(None)
+        try:
+            result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
+            outcome = last_schedule.get()
+        finally:
+            last_schedule.reset(token)
+        if outcome is not None and outcome.status == "duplicate_key":
+            existing = self.AsyncResult(outcome.task_id)
+            existing.duplicate_of_pending = True  # this call scheduled nothing new
+            return existing
+        return result
+
+    def key_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        spec = self.idempotency_key
+        if spec is None:
+            return None
+        if callable(spec):
+            return str(spec(*args, **kwargs))
+        bound = inspect.signature(self.run).bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        return spec.format_map(bound.arguments)
+
+    def run_guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        request = self.request
+        key = getattr(request, KEY_HEADER, None) or self.key_for(args, kwargs) or request.id
+        settings = ensure_installation(self.app).settings
+        lease = self.idempotency_lease or settings.idempotency_lease
+        ttl = self.idempotency_ttl or settings.idempotency_ttl
+        keys: IdempotencyKeys = ensure_installation(self.app).idempotency
+        # A nonce per execution: two deliveries of one message in one process are two owners.
+        owner = f"{request.hostname}:{os.getpid()}:{request.id}:{secrets.token_hex(4)}"
+        got = keys.acquire(key, owner, lease)
+        if got.state == "done":
+            log_event(logging.INFO, "idempotency.duplicate_skipped", key=key, task_id=request.id)
+            return (got.outcome or {}).get("result")
+        if got.state == "failed":
+            log_event(logging.INFO, "idempotency.failed_key_skipped", key=key, task_id=request.id)
+            raise Ignore()
+        if got.state == "running":
+            self._check_again_later(args, kwargs, got.retry_in, key, got.holder)
+        with LeaseKeeper(keys, key, owner, lease):
+            try:
+                result = super().run_guarded(args, kwargs)
+            except (Retry, Ignore):
+                keys.release(key, owner)  # the retry (or nobody) runs it next
+                raise
+            except BaseException as exc:
+                if self.idempotency_keep_failed:
+                    keys.finish(key, owner, {"error": f"{type(exc).__name__}: {exc}"}, ttl, failed=True)
+                else:
+                    keys.release(key, owner)
+                raise
+        if not keys.finish(key, owner, {"result": result}, ttl):
+            log_event(logging.WARNING, "idempotency.lease_lost_before_finish", key=key, task_id=request.id)
+        return result
+
+    def _check_again_later(self, args: tuple[Any, ...], kwargs: dict[str, Any], seconds: float,
+                           key: str, holder: str) -> None:
+        """Another delivery runs this key now: look again once its lease could have expired,
+        through the store (this does not count as a retry)."""
+        countdown = max(1.0, min(seconds, 300.0))
+        log_event(logging.INFO, "idempotency.running_elsewhere", key=key, holder=holder, again_in=countdown)
+        signature = self.signature_from_request(self.request, args, kwargs, countdown=countdown)
+        signature.apply_async()
+        raise Ignore()
+
+
+__all__ = ["IdempotentTask", "RetryPolicy", "ZSetTask"]
