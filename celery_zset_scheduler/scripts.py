@@ -20,7 +20,7 @@ _NAME = re.compile(r"^([a-z_]+)-(\d+)\.lua$")
 
 
 def _read(path: str) -> str:
-    return resources.files(__package__).joinpath("lua", path).read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("lua").joinpath(path).read_text(encoding="utf-8")
 
 
 def resolve_includes(source: str, read: Any = None, _seen: set[str] | None = None) -> str:

@@ -38,7 +38,9 @@ class Proc:
     def wait_for_output(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
         def found() -> re.Match[str] | None:
             if self.popen.poll() is not None and not re.search(pattern, self.output):
-                raise AssertionError(f"process exited ({self.popen.returncode}) before {pattern!r}:\n{self.output[-3000:]}")
+                raise AssertionError(
+                    f"process exited ({self.popen.returncode}) before {pattern!r}:\n{self.output[-3000:]}"
+                )
             return re.search(pattern, self.output)
 
         return wait_for(found, timeout=timeout, what=f"{pattern!r} in the output")  # type: ignore[no-any-return]

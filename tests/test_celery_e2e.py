@@ -100,7 +100,8 @@ def test_min_countdown_sends_near_etas_to_the_broker(apps: AppFactory, r: redis.
     far = record.apply_async(kwargs={"tag": "far"}, countdown=6)
     assert celery_zset_scheduler.lookup(app, near.id) is None
     assert celery_zset_scheduler.lookup(app, far.id) is not None
-    queued = [json.loads(m) for m in redis.Redis(port=r.connection_pool.connection_kwargs["port"], db=BROKER_DB).lrange("celery", 0, -1)]
+    broker = redis.Redis(port=r.connection_pool.connection_kwargs["port"], db=BROKER_DB)
+    queued = [json.loads(m) for m in broker.lrange("celery", 0, -1)]
     assert [m["headers"]["id"] for m in queued] == [near.id]
     assert queued[0]["headers"]["eta"] is not None  # a plain Celery ETA message
     apps.worker(app)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -44,14 +46,14 @@ def test_autoretry_backoff_waits_in_the_store_then_dead_letters(apps: AppFactory
             found = wait_for(lambda: store.get(result.id), what=f"retry {retry} in the store")
             message = decode(result.id, found.payload)
             waiting.append(message.headers["retries"])
-            wait_for(lambda: len(attempts(apps, "flaky")) > retry, timeout=20, what=f"attempt {retry + 1}")
+            wait_for(lambda n=retry: len(attempts(apps, "flaky")) > n, timeout=20, what=f"attempt {retry + 1}")
         letter = dead_letter(apps, app, result.id)
     finally:
         task_dead_lettered.disconnect(dispatch_uid="test-retries")
     runs = attempts(apps, "flaky")
     assert waiting == [1, 2, 3]
     assert [run["retries"] for run in runs] == [0, 1, 2, 3]
-    delays = [b["at"] - a["at"] for a, b in zip(runs, runs[1:], strict=False)]
+    delays = [b["at"] - a["at"] for a, b in itertools.pairwise(runs)]
     # retry_backoff=1, no jitter: 1, 2, 4 s (plus dispatch and execution time).
     for delay, expected in zip(delays, (1.0, 2.0, 4.0), strict=True):
         assert expected <= delay <= expected + 1.0, delays
@@ -76,7 +78,7 @@ def test_per_exception_policies(apps: AppFactory) -> None:
     letter = dead_letter(apps, app, backed_off.id)
     assert (letter.attempts, letter.reason, letter.exc_type) == (3, "retries_exhausted", "KeyError")
     runs = attempts(apps, "policy.key")
-    delays = [b["at"] - a["at"] for a, b in zip(runs, runs[1:], strict=False)]
+    delays = [b["at"] - a["at"] for a, b in itertools.pairwise(runs)]
     # RetryPolicy(backoff=0.4, backoff_max=1.0, jitter): uniform in [0, 0.4] then [0, 0.8].
     assert delays[0] <= 0.4 + 0.6 and delays[1] <= 0.8 + 0.6, delays
     assert len(attempts(apps, "policy.value")) == 1
@@ -141,7 +143,7 @@ def test_worker_memory_does_not_grow_with_tasks_waiting_to_retry(
         worker.wait_for_output(r"\[queues\]", timeout=30)
 
         def rss_kb() -> int:
-            status = open(f"/proc/{worker.pid}/status").read()
+            status = Path(f"/proc/{worker.pid}/status").read_text()
             return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
 
         def send(count: int) -> None:

@@ -19,7 +19,7 @@ from ..events import log_event
 from .runner import build_dispatcher
 
 
-class ZSetScheduler(Scheduler):  # type: ignore[misc]
+class ZSetScheduler(Scheduler):
     """A beat scheduler whose real work is the zset dispatcher."""
 
     #: beat sleeps at most this long between ticks (periodic entries are checked each tick)
@@ -60,7 +60,7 @@ class ZSetScheduler(Scheduler):  # type: ignore[misc]
         return self.tick_interval
 
     def setup_periodic(self) -> None:
-        self.data = {}
+        self.data: dict[str, Any] = {}
         self.install_default_entries(self.data)
         self.merge_inplace(self.app.conf.beat_schedule)
         self._heap = None

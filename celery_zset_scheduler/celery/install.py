@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from celery.utils.imports import symbol_by_name
 
+from . import unknown
 from .amqp import ZSetAMQP, ZSetAMQPMixin, ZSetControl, ZSetControlMixin
 from .installation import Installation, ensure_installation
-from . import unknown
 from .sender import wrap_sender
 
 _DEFAULT_AMQP = "celery.app.amqp:AMQP"
@@ -53,11 +52,16 @@ def _subclass(current: Any, default: str, ours: str, mixin: type) -> Any:
     return _subclass_of(cls, mixin)
 
 
-@cache
+_subclasses: dict[tuple[type, type], type] = {}
+
+
 def _subclass_of(cls: type, mixin: type) -> type:
     if issubclass(cls, mixin):
         return cls
-    return type(f"ZSet{cls.__name__}", (mixin, cls), {"__module__": __name__})
+    made = _subclasses.get((cls, mixin))
+    if made is None:  # one subclass per class, so isinstance checks stay stable
+        made = _subclasses[(cls, mixin)] = type(f"ZSet{cls.__name__}", (mixin, cls), {"__module__": __name__})
+    return made
 
 
 __all__ = ["ZSetAMQP", "ZSetControl", "install"]

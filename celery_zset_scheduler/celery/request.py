@@ -24,7 +24,7 @@ _TRANSPORT_PROPERTIES = ("delivery_info", "delivery_tag", "body_encoding")
 FIRST_FAILURE_HEADER = "zset_first_failure"
 
 
-class DeadLetterRequest(Request):  # type: ignore[misc]
+class DeadLetterRequest(Request):
     def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> Any:
         exc = exc_info.exception
         if isinstance(exc, ExceptionWithTraceback):

@@ -18,9 +18,9 @@ from typing import Any
 
 from celery import signals
 from celery.utils.time import maybe_make_aware
-from kombu import Exchange
 from kombu.common import Broadcast
 from kombu.compression import compress
+from kombu.entity import Exchange
 from kombu.exceptions import EncodeError
 from kombu.serialization import dumps, registry
 
@@ -76,9 +76,9 @@ def wrap_sender(app: Any, original: Callable[..., Any]) -> Callable[..., Any]:
 def eta_to_ms(app: Any, eta: str | datetime) -> int:
     """Epoch milliseconds of an ETA header; naive times are read as the worker reads them."""
     when = datetime.fromisoformat(eta) if isinstance(eta, str) else eta
-    when = maybe_make_aware(when, app.conf.timezone)
+    aware: datetime = maybe_make_aware(when, app.conf.timezone)
     # Rounded up: a claim takes scores <= Redis time in whole ms, so a task never runs early.
-    return math.ceil(when.timestamp() * 1000)
+    return math.ceil(aware.timestamp() * 1000)
 
 
 def store_message(

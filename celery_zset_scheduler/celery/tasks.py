@@ -43,7 +43,7 @@ class RetryPolicy:
     jitter: bool = True
 
 
-class ZSetTask(Task):  # type: ignore[misc]
+class ZSetTask(Task):
     """Retries that wait in the store, per-exception policies, and dead-lettering."""
 
     Request = "celery_zset_scheduler.celery.request:DeadLetterRequest"

