@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import signal
 import time
 from collections.abc import Iterator
@@ -74,7 +75,7 @@ def test_periodic_entries_run_once_with_two_beats(redis_server: RedisServer, r: 
         ticks = [run for run in apps.executions() if run["tag"] == "tick"]
         # One process (the leader of shard 0) sends the entry: about 6, not about 12.
         assert 4 <= len(ticks) <= 8, len(ticks)
-        gaps = [b["at"] - a["at"] for a, b in zip(ticks, ticks[1:], strict=False)]
+        gaps = [b["at"] - a["at"] for a, b in itertools.pairwise(ticks)]
         assert min(gaps) > 0.5, gaps
     finally:
         cluster.close()
