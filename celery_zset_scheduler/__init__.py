@@ -21,6 +21,7 @@ from .errors import (
     NotSerializable,
     PoisonMessage,
     ShardCountMismatch,
+    StoreUnavailable,
     ZSetSchedulerError,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "RetryPolicy",
     "Settings",
     "ShardCountMismatch",
+    "StoreUnavailable",
     "ZSetScheduler",
     "ZSetSchedulerError",
     "ZSetTask",

@@ -24,6 +24,10 @@ class NotSerializable(ZSetSchedulerError, TypeError):
     """A task's arguments cannot be encoded with the serializer the store accepts."""
 
 
+class StoreUnavailable(ZSetSchedulerError):
+    """The store's Redis could not be reached (or refused the credentials) while scheduling."""
+
+
 class PoisonMessage(ZSetSchedulerError):
     """A stored entry cannot be decoded; it goes to the dead-letter store instead of crash-looping."""
 

@@ -49,8 +49,10 @@ class RedisServer:
     """One ``redis-server`` process bound to 127.0.0.1 on a free port."""
 
     def __init__(self, *, appendonly: bool = False, port: int | None = None,
-                 extra: list[str] | None = None, data_dir: str | None = None) -> None:
+                 extra: list[str] | None = None, data_dir: str | None = None,
+                 username: str | None = None, password: str | None = None) -> None:
         self.binary = find_redis_server()
+        self.username, self.password = username, password
         self.port = port or free_port()
         self.appendonly = appendonly
         self.extra = list(extra or [])
@@ -60,13 +62,16 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return self.url_db(0)
 
     def url_db(self, db: int) -> str:
-        return f"redis://127.0.0.1:{self.port}/{db}"
+        auth = ""
+        if self.password is not None:
+            auth = f"{self.username or ''}:{self.password}@"
+        return f"redis://{auth}127.0.0.1:{self.port}/{db}"
 
     def client(self, db: int = 0) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, db=db)
+        return redis.Redis(host="127.0.0.1", port=self.port, db=db, username=self.username, password=self.password)
 
     def start(self, timeout: float = 10.0) -> RedisServer:
         args = [

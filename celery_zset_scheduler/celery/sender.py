@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import redis
 from celery import signals
 from celery.utils.time import maybe_make_aware
 from kombu.common import Broadcast
@@ -25,7 +26,8 @@ from kombu.exceptions import EncodeError
 from kombu.serialization import dumps, registry
 
 from ..codec import StoredMessage, encode
-from ..errors import NotSerializable
+from ..connection import describe
+from ..errors import NotSerializable, StoreUnavailable
 from ..store import ScheduleResult
 from .installation import Installation, installation_for
 
@@ -149,9 +151,15 @@ def store_message(
     if captured is not None:
         captured.append(stored)
         return ScheduleResult("scheduled", stored.task_id)
-    result = inst.store.schedule(
-        stored.task_id, due_ms, encode(stored), idempotency_key=idempotency_key, replace=replace
-    )
+    try:
+        result = inst.store.schedule(
+            stored.task_id, due_ms, encode(stored), idempotency_key=idempotency_key, replace=replace
+        )
+    except redis.RedisError as exc:
+        # Named as ours: inside send_task, Kombu would re-raise a Redis error as a broker error.
+        raise StoreUnavailable(
+            f"cannot store task {name!r} in the zset store at {describe(str(inst.settings.url))}: {exc}"
+        ) from exc
     last_schedule.set(result)
     signals.after_task_publish.send(
         sender=name, body=body, headers=headers2, exchange=exchange, routing_key=routing_key,

@@ -19,7 +19,10 @@ def read_settings(app: Any, **overrides: Any) -> Settings:
                 "zset_scheduler_url is required: the broker is not Redis "
                 f"({_scheme(conf.broker_url)!r}), so there is no Redis to default to"
             )
-        settings = Settings.from_config(conf.get, [], **{**overrides, "url": url})
+        # A TLS broker's certificate settings are the store's too (same names in redis-py).
+        tls = conf.broker_use_ssl if isinstance(conf.broker_use_ssl, dict) else {}
+        options = {**tls, **settings.redis_options}
+        settings = Settings.from_config(conf.get, [], **{**overrides, "url": url, "redis_options": options})
     return settings
 
 
