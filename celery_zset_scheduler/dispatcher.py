@@ -288,6 +288,7 @@ class Dispatcher:
             per_shard: dict[int, int] = {}
             for e in published:
                 per_shard[e.shard] = per_shard.get(e.shard, 0) + 1
+            self.leadership.meter.add(per_shard)
             self.observer.published(per_shard, [redis_now - e.due_ms for e in published], done - started)
         self._ack(published)
         if report.error is not None:

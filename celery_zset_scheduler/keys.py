@@ -28,6 +28,12 @@ class ShardKeys:
     wake: str  # STRING the leader's planned wake-up (ms); an earlier schedule publishes a wake-up
     pending_keys: str  # HASH idempotency key -> id of the pending entry scheduled under it
     id_keys: str  # HASH id -> idempotency key (only for entries scheduled under a key)
+    leader: str  # prefix of the STRING `leader:<token>`: the leader's JSON record, for people (PX lease)
+
+    def leader_info(self, token: str) -> str:
+        """The record of the leader holding ``token``; keyed by token so a deposed leader
+        can never overwrite its successor's record."""
+        return f"{self.leader}:{token}"
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ class KeySpace:
             wake=f"{tag}:wake",
             pending_keys=f"{tag}:pkeys",
             id_keys=f"{tag}:idkeys",
+            leader=f"{tag}:leader",
         )
 
     def shard(self, shard: int) -> ShardKeys:

@@ -19,10 +19,12 @@ import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .claims import Fence
 from .clock import RedisClock
 from .events import Observer, log_event
+from .leaderinfo import DispatchMeter, LeaderRecord
 from .store import Store
 
 MAX_MEMBERS = 10_000
@@ -74,6 +76,7 @@ class Leadership:
         self.owned: dict[int, Lease] = {}
         self.members: list[str] = []
         self.clock = RedisClock()
+        self.meter = DispatchMeter()  # the dispatcher adds what it published; announced with renewals
 
     def desired(self) -> set[int]:
         if self.pinned is not None:
@@ -111,7 +114,8 @@ class Leadership:
         for shard in shards:
             sk, fence = self.store.keys.shard(shard), self.owned[shard].fence
             self.store.scripts.renew([sk.lock, sk.epoch], [fence.token, fence.epoch, self.ttl_ms], client=pipe)
-        for shard, ok in zip(shards, pipe.execute(), strict=True):
+            self._announce(shard, pipe)
+        for shard, ok in zip(shards, pipe.execute()[::2], strict=True):
             if ok:
                 self.owned[shard].renewed_at = sent_at
             else:
@@ -128,11 +132,21 @@ class Leadership:
         self.owned[shard] = Lease(Fence(shard, token, epoch), sent_at)
         log_event(logging.INFO, "leader.acquired", shard=shard, epoch=epoch, dispatcher=self.member_id)
         self.observer.leadership(shard, True)
+        self._announce(shard, self.store.client)
         return True
+
+    def _announce(self, shard: int, client: Any) -> None:
+        """Write who leads ``shard`` next to its lease, with the same expiry (see leaderinfo)."""
+        lease = self.owned[shard]
+        total, rate = self.meter.sample(shard, time.monotonic())
+        record = LeaderRecord(self.member_id, lease.fence.epoch, total, rate)
+        key = self.store.keys.shard(shard).leader_info(lease.fence.token)
+        client.set(key, record.to_json(), px=self.ttl_ms)
 
     def drop(self, shard: int, reason: str) -> None:
         """Forget a lease that is no longer ours (fenced or expired); stay in the election."""
         lease = self.owned.pop(shard, None)
+        self.meter.forget(shard)
         if lease is not None:
             log_event(
                 logging.WARNING, "leader.lost", shard=shard, epoch=lease.fence.epoch,
@@ -143,6 +157,7 @@ class Leadership:
     def release(self, shard: int) -> None:
         """Give a shard up on purpose (rebalance or shutdown)."""
         lease = self.owned.pop(shard, None)
+        self.meter.forget(shard)
         if lease is None:
             return
         sk = self.store.keys.shard(shard)

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..dispatcher import Dispatcher, DispatcherConfig
 from ..errors import ConfigurationError
-from ..events import Observer
+from ..events import Observer, log_event
 from .installation import ensure_installation
 from .publisher import KombuPublisher
 
 
 def build_dispatcher(
     app: Any, *, pinned: set[int] | None = None, member_id: str | None = None,
-    observer: Observer | None = None,
+    observer: Observer | None = None, metrics_port: int | None = None,
 ) -> Dispatcher:
+    """A dispatcher for ``app``; with ``zset_scheduler_metrics_port`` set (or ``metrics_port``
+    given) it also serves Prometheus metrics until it stops."""
     inst = ensure_installation(app)
     s = inst.settings
     if pinned is not None:
@@ -28,7 +31,19 @@ def build_dispatcher(
         inflight_timeout=s.inflight_timeout,
         heartbeat_interval=s.heartbeat_interval,
     )
-    return Dispatcher(
+    port = s.metrics_port if metrics_port is None else metrics_port
+    metrics = None
+    if port is not None:
+        from ..metrics import DispatcherMetrics, Observers
+
+        metrics = DispatcherMetrics()
+        observer = metrics if observer is None else Observers(observer, metrics)
+    dispatcher = Dispatcher(
         inst.store, KombuPublisher(app), config, member_id=member_id, pinned=pinned,
         dead_letters=inst.dead_letters, observer=observer,
     )
+    if metrics is not None and port is not None:
+        bound = metrics.serve(s.metrics_addr, port)
+        metrics.follow(dispatcher)
+        log_event(logging.INFO, "metrics.serving", addr=s.metrics_addr, port=bound, dispatcher=dispatcher.member_id)
+    return dispatcher

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from .actions import cancel, reschedule, run_now
+from .dlq import dlq
+from .doctor import doctor
 from .group import zset
+from .pending import ls, show
 from .run import run
+from .status import status
 
-zset.add_command(run)
+for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq):
+    zset.add_command(command)
 
 __all__ = ["zset"]

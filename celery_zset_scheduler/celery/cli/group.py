@@ -6,13 +6,37 @@ from typing import Any
 
 import click
 
+from ...errors import ConfigurationError
+from ...status import check_shard_count
+from ...store import Store
 from ..installation import Installation, ensure_installation
+from .options import VERBOSE
+from .output import CommandError, ExitCode, one_line
 
 
-@click.group(name="zset")
+class ZSetGroup(click.Group):
+    """Turns any error of a subcommand into one ``Error: ...`` line (a traceback with --verbose)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.Abort, click.exceptions.Exit):
+            raise
+        except Exception as exc:
+            if ctx.meta.get(VERBOSE):
+                raise
+            raise CommandError(one_line(exc, _url(ctx)), ExitCode.ERROR) from None
+
+
+@click.group(name="zset", cls=ZSetGroup)
 @click.pass_context
 def zset(ctx: click.Context) -> None:
-    """Operate celery-zset-scheduler: dispatchers, pending tasks, dead letters."""
+    """Operate celery-zset-scheduler: dispatchers, pending tasks, dead letters.
+
+    TIME values (--eta, --due-before, --before...) are ISO 8601 date-times (naive ones in the
+    app's timezone, as Celery reads them), 'now', or offsets from now: +10m, -2h, 1d12h.
+    Every command takes --json for scripts (schemas and exit codes: docs/cli.md).
+    """
 
 
 def app_of(ctx: click.Context) -> Any:
@@ -25,3 +49,17 @@ def app_of(ctx: click.Context) -> Any:
 
 def installation(ctx: click.Context) -> Installation:
     return ensure_installation(app_of(ctx))
+
+
+def store_of(ctx: click.Context) -> Store:
+    """The app's store, after checking (read-only) that its shard count matches the settings."""
+    store = installation(ctx).store
+    check_shard_count(store)
+    return store
+
+
+def _url(ctx: click.Context) -> str | None:
+    try:
+        return installation(ctx).settings.url
+    except (ConfigurationError, click.UsageError):
+        return None

@@ -8,8 +8,10 @@ from types import FrameType
 import click
 
 from ...errors import ZSetSchedulerError
+from ...metrics import metrics_of
 from ..runner import build_dispatcher
-from .group import app_of
+from .group import app_of, installation
+from .options import metrics_port_option
 
 
 def _shard_list(value: str | None) -> set[int] | None:
@@ -25,13 +27,14 @@ def _shard_list(value: str | None) -> set[int] | None:
 @click.option("--shards", "shards", default=None, metavar="LIST",
               help="Serve only these shards (comma-separated); default: a fair share of all.")
 @click.option("-l", "--loglevel", default="INFO", show_default=True, help="Logging level.")
+@metrics_port_option
 @click.pass_context
-def run(ctx: click.Context, shards: str | None, loglevel: str) -> None:
+def run(ctx: click.Context, shards: str | None, loglevel: str, metrics_port: int | None) -> None:
     """Run a dispatcher until SIGTERM/SIGINT (it finishes its batch and releases its leases)."""
     app = app_of(ctx)
     app.log.setup(loglevel=loglevel.upper(), colorize=False)
     try:
-        dispatcher = build_dispatcher(app, pinned=_shard_list(shards))
+        dispatcher = build_dispatcher(app, pinned=_shard_list(shards), metrics_port=metrics_port)
     except ZSetSchedulerError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -41,7 +44,14 @@ def run(ctx: click.Context, shards: str | None, loglevel: str) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     click.echo(f"zset dispatcher {dispatcher.member_id} starting", err=True)
+    metrics = metrics_of(dispatcher.observer)
+    if metrics is not None:
+        addr = installation(ctx).settings.metrics_addr
+        click.echo(f"zset metrics on http://{addr}:{metrics.port}/metrics", err=True)
     try:
         dispatcher.run()
     except ZSetSchedulerError as exc:
         raise click.ClickException(str(exc)) from None
+    finally:
+        if metrics is not None:
+            metrics.close()

@@ -1,0 +1,153 @@
+"""Health checks of an installation (``celery zset doctor``; reusable by other front ends).
+
+Each check returns ok, warn or fail with a one-line reason. A fail means tasks can be lost or
+will not run as scheduled; a warn means a guarantee of the README does not hold as configured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+
+from ..connection import describe
+from ..keys import FORMAT_VERSION
+from ..status import read_status, redis_ms
+from ..store import Store
+from .installation import ensure_installation
+
+Status = Literal["ok", "warn", "fail"]
+
+MIN_VERSION = (5, 0)  # scripts read TIME before writing: script effects replication, default from 5.0
+TESTED_VERSION = (6, 2)
+CLOCK_WARN_MS = 1000
+CLOCK_FAIL_MS = 60_000
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+
+
+def run_checks(app: Any) -> list[Check]:
+    """Every check, in order; the Redis checks are left out when Redis cannot be reached."""
+    inst = ensure_installation(app)
+    try:
+        settings = inst.settings
+    except Exception as exc:  # any configuration error is the first thing to fix
+        return [Check("settings", "fail", str(exc)), check_broker(app)]
+    store = inst.store
+    url = describe(str(settings.url))
+    try:
+        info = store.client.info("server")
+    except redis.RedisError as exc:
+        return [Check("redis", "fail", f"cannot reach Redis at {url}: {exc}"), check_broker(app)]
+    checks = [check_version(info, url)]
+    for check in (check_eviction, check_persistence, check_shards, check_clock, check_dispatchers):
+        checks.append(_guarded(check, store))
+    checks.append(check_broker(app))
+    return checks
+
+
+def _guarded(check: Callable[[Store], Check], store: Store) -> Check:
+    try:
+        return check(store)
+    except redis.RedisError as exc:
+        name = check.__name__.removeprefix("check_")
+        return Check(name, "fail", f"could not check: {exc}")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
+
+
+def check_version(info: dict[str, Any], url: str) -> Check:
+    version = str(info.get("redis_version", "0"))
+    found = _version(version)
+    label = f"Redis {version} at {url}"
+    if found < MIN_VERSION:
+        return Check("redis", "fail", f"{label}: 5.0 or newer is required (Lua scripts read TIME before writing)")
+    if found < TESTED_VERSION:
+        return Check("redis", "warn", f"{label}: older than 6.2, which is the oldest tested")
+    return Check("redis", "ok", label)
+
+
+def check_eviction(store: Store) -> Check:
+    policy = str(store.client.info("memory").get("maxmemory_policy", "unknown"))
+    if policy == "noeviction":
+        return Check("maxmemory_policy", "ok", "noeviction: a full Redis refuses writes instead of dropping keys")
+    return Check(
+        "maxmemory_policy", "fail",
+        f"{policy}: Redis may evict pending tasks when memory is full and they vanish silently; "
+        "set maxmemory-policy noeviction",
+    )
+
+
+def check_persistence(store: Store) -> Check:
+    info = store.client.info("persistence")
+    if int(info.get("aof_enabled", 0)) == 1:
+        return Check("persistence", "ok", "AOF is on: pending tasks survive a Redis restart")
+    return Check(
+        "persistence", "warn",
+        "AOF is off: a Redis crash or restart loses the tasks scheduled since the last RDB snapshot "
+        "(all of them without one); set appendonly yes (see the README)",
+    )
+
+
+def check_shards(store: Store) -> Check:
+    shards, version = store.client.hmget(store.keys.meta, ["shards", "version"])
+    prefix = store.keys.prefix
+    if shards is None:
+        return Check("shards", "ok", f"store {prefix!r} not created yet: first use records {store.shards} shards")
+    if int(shards) != store.shards:
+        return Check(
+            "shards", "fail",
+            f"store {prefix!r} has {int(shards)} shards but zset_scheduler_shards={store.shards}: "
+            "clients and dispatchers refuse to start",
+        )
+    if version is not None and int(version) != FORMAT_VERSION:
+        return Check("shards", "fail", f"store {prefix!r} has format {int(version)}, this version reads "
+                                       f"{FORMAT_VERSION}")
+    return Check("shards", "ok", f"store {prefix!r}: {store.shards} shards, format {FORMAT_VERSION}")
+
+
+def check_clock(store: Store) -> Check:
+    sent = time.time()
+    now = redis_ms(store.client.time())
+    back = time.time()
+    skew = now - (sent + back) / 2 * 1000
+    error = (back - sent) * 500
+    direction = "behind" if skew > 0 else "ahead of"
+    text = f"this host is {abs(skew) / 1000:.3f}s {direction} Redis (measured to ±{error / 1000:.3f}s)"
+    if abs(skew) - error <= CLOCK_WARN_MS:
+        return Check("clock", "ok", text)
+    why = "countdowns computed on this host become due that much early or late"
+    return Check("clock", "fail" if abs(skew) - error > CLOCK_FAIL_MS else "warn", f"{text}: {why}; sync it (NTP)")
+
+
+def check_dispatchers(store: Store) -> Check:
+    status = read_status(store)
+    alive = len(status.dispatchers)
+    leaderless = [s.shard for s in status.shards if not s.locked]
+    if alive == 0:
+        return Check("dispatchers", "warn", f"no dispatcher is running: {status.pending:,} pending tasks wait; "
+                                            "start `celery -A proj zset run` or `beat -S zset`")
+    if leaderless:
+        shown = ",".join(map(str, leaderless[:20])) + ("..." if len(leaderless) > 20 else "")
+        return Check("dispatchers", "warn", f"{alive} alive, but shards {shown} have no leader")
+    return Check("dispatchers", "ok", f"{alive} alive, every shard has a leader")
+
+
+def check_broker(app: Any) -> Check:
+    url = describe(str(app.conf.broker_write_url or app.conf.broker_url or "amqp://"))
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0.2, timeout=5)
+    except Exception as exc:  # kombu raises many types: any failure means not reachable
+        return Check("broker", "fail", f"cannot reach the broker at {url}: {' '.join(str(exc).split())}")
+    return Check("broker", "ok", f"reachable at {url}")

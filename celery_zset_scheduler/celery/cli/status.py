@@ -1,0 +1,111 @@
+"""``celery zset status``: per-shard pending, in flight, lag, leader, epoch and rate; totals."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from ...describe import iso
+from ...status import StoreStatus, read_status
+from .group import store_of
+from .options import common, compose, count_option, interval_option, watch_option
+from .output import duration, number, relative, table
+
+CLEAR = "\x1b[H\x1b[2J"
+
+
+def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
+    now = status.now_ms
+    return {
+        "prefix": prefix,
+        "shard_count": len(status.shards),
+        "redis_time_ms": now,
+        "redis_time": iso(now),
+        "totals": {
+            "pending": status.pending,
+            "inflight": status.inflight,
+            "oldest_due_ms": status.oldest_due_ms,
+            "lag_seconds": status.lag_ms / 1000.0,
+            "rate_per_second": status.rate,
+        },
+        "dead_letters": status.dead_letters,
+        "dispatchers": [
+            {"id": d.id, "shards": d.shards, "member": d.member, "expires_ms": d.expires_ms}
+            for d in status.dispatchers
+        ],
+        "shards": [
+            {
+                "shard": s.shard,
+                "pending": s.pending,
+                "inflight": s.inflight,
+                "oldest_due_ms": s.oldest_due_ms,
+                "lag_seconds": s.lag_ms(now) / 1000.0,
+                "locked": s.locked,
+                "leader": s.leader.member if s.leader else None,
+                "epoch": s.epoch,
+                "rate_per_second": s.leader.rate if s.leader else None,
+                "dispatched": s.leader.dispatched if s.leader else None,
+            }
+            for s in status.shards
+        ],
+    }
+
+
+def status_text(status: StoreStatus, prefix: str) -> str:
+    now = status.now_ms
+    rows: list[tuple[Any, ...]] = []
+    for s in status.shards:
+        leader = s.leader.member if s.leader else ("(unannounced)" if s.locked else "-")
+        rows.append((
+            s.shard, number(s.pending), number(s.inflight), duration(s.lag_ms(now)),
+            relative(s.oldest_due_ms, now), leader, s.epoch or "-", number(s.leader.rate) if s.leader else "-",
+        ))
+    rows.append((
+        "total", number(status.pending), number(status.inflight), duration(status.lag_ms),
+        relative(status.oldest_due_ms, now), "", "", number(status.rate),
+    ))
+    lines = [
+        f"store {prefix!r}: {len(status.shards)} shards, Redis time {iso(now)}",
+        "",
+        table(["SHARD", "PENDING", "IN FLIGHT", "LAG", "OLDEST DUE", "LEADER", "EPOCH", "RATE/S"], rows,
+              right=(0, 1, 2, 3, 6, 7)),
+        "",
+        f"dead letters: {number(status.dead_letters)}",
+        f"dispatchers alive: {len(status.dispatchers)}",
+    ]
+    for d in status.dispatchers:
+        led = ",".join(map(str, d.shards)) or "none"
+        pinned = "" if d.member else " (pinned with --shards)"
+        lines.append(f"  {d.id}: leads {led}{pinned}")
+    return "\n".join(lines)
+
+
+@click.command()
+@compose(common, watch_option, interval_option, count_option)
+@click.pass_context
+def status(ctx: click.Context, as_json: bool, watch: bool, interval: float, count: int) -> None:
+    """Pending, in flight, lag, leader, epoch and dispatch rate of every shard."""
+    store = store_of(ctx)
+    prefix = store.keys.prefix
+    refreshes = 0
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            snapshot = read_status(store)
+            if as_json:  # with --watch: one compact document per line (JSON Lines)
+                data = status_json(snapshot, prefix)
+                click.echo(json.dumps(data, separators=(",", ":")) if watch else json.dumps(data, indent=2))
+            else:
+                text = status_text(snapshot, prefix)
+                click.echo(f"{CLEAR}{text}" if watch and tty else text + ("\n" if watch else ""))
+            refreshes += 1
+            if not watch or (count and refreshes >= count):
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:  # the way out of --watch
+        if not watch:
+            raise
