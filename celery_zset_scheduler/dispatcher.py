@@ -12,6 +12,7 @@ a claimed entry: it is published and acked, or released to ``due``, or left in f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -25,7 +26,7 @@ import redis
 from .claims import Claimed, ClaimResult, Claims
 from .codec import StoredMessage, decode
 from .deadletter import DeadLetter, DeadLetters
-from .errors import PoisonMessage
+from .errors import PoisonMessage, ZSetSchedulerError
 from .events import Observer, log_event
 from .leader import Leadership, new_member_id
 from .store import Store
@@ -141,6 +142,9 @@ class Dispatcher:
                 return
             except REDIS_ERRORS as exc:
                 self._failed("redis", exc)
+            except ZSetSchedulerError as exc:
+                log_event(logging.ERROR, "dispatcher.refused", dispatcher=self.member_id, error=str(exc))
+                raise
 
     def _shutdown(self) -> None:
         try:
@@ -154,10 +158,8 @@ class Dispatcher:
     def _close_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
-            try:
+            with contextlib.suppress(Exception):  # a broken connection must not hide why we close it
                 pubsub.close()
-            except Exception:  # closing a broken connection must not hide why we are closing it
-                pass
 
     def _failed(self, what: str, exc: BaseException) -> None:
         if self._outage is None:
@@ -233,20 +235,22 @@ class Dispatcher:
                 continue
             self.clock.observe(result.now_ms, (started + claimed_at) / 2)
             self.observer.claimed(fence.shard, len(result.entries), claimed_at - started)
-            self._note_next_due(fence.shard, result, claimed_at)
+            # From when the claim was sent: an estimate that errs early only costs an empty claim,
+            # one that errs late would publish entries of different shards out of due order.
+            self._note_next_due(fence.shard, result, started)
             busy |= len(result.entries) >= self.config.batch_size
             entries += result.entries
         if entries:
             self._hand_over(entries, claimed_at)
         return busy
 
-    def _note_next_due(self, shard: int, result: ClaimResult, claimed_at: float) -> None:
+    def _note_next_due(self, shard: int, result: ClaimResult, sent_at: float) -> None:
         if len(result.entries) >= self.config.batch_size:
             self._next_due[shard] = 0.0
         elif result.next_due_ms is None:
-            self._next_due[shard] = claimed_at + self.config.max_interval
+            self._next_due[shard] = sent_at + self.config.max_interval
         else:
-            self._next_due[shard] = claimed_at + max(0, result.next_due_ms - result.now_ms) / 1000.0
+            self._next_due[shard] = sent_at + max(0, result.next_due_ms - result.now_ms) / 1000.0
 
     def _hand_over(self, entries: list[Claimed], claimed_at: float) -> None:
         """Publish claimed entries of all shards in due order and ack them; drop none."""

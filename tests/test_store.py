@@ -132,3 +132,38 @@ def test_format_version_mismatch_is_refused(store: Store, r: redis.Redis) -> Non
     r.hset("zt:meta", mapping={"shards": 4, "version": 99})
     with pytest.raises(ShardCountMismatch, match="format version 99"):
         store.check_meta()
+
+
+def test_paging_goes_on_when_the_cursor_entry_is_gone(store: Store) -> None:
+    # Entries sharing a due time, the cursor's one cancelled (or dispatched) between two pages.
+    entries = [NewEntry(f"id-{i:03d}", NOW + (i // 10), b"x") for i in range(60)]
+    store.schedule_many(entries)
+    shard = 0
+    expected = sorted((e.due_ms, e.task_id) for e in entries if store.keys.shard_of(e.task_id) == shard)
+    seen: list[tuple[int, str]] = []
+    after = None
+    while True:
+        page = store.page(shard, after=after, limit=3)
+        seen += [(p.due_ms, p.task_id) for p in page.entries]
+        if page.cursor is None:
+            break
+        store.cancel([page.cursor[1]])  # the cursor's own entry disappears
+        after = page.cursor
+    assert seen == expected
+
+
+def test_lua_byte_order_matches_redis_member_order(store: Store, r: redis.Redis) -> None:
+    # Members Lua's locale collation would order differently ('-' ignored, case folded).
+    ids = ["a-b", "ab", "a_b", "B", "a", "Z-1", "z", "é", "a-c"]
+    store.schedule_many([NewEntry(i, NOW, b"x") for i in ids])
+    for shard in range(store.shards):
+        in_shard = sorted((i for i in ids if store.keys.shard_of(i) == shard), key=lambda s: s.encode())
+        after = None
+        seen = []
+        for _ in in_shard:
+            page = store.page(shard, after=after, limit=1)
+            seen += [p.task_id for p in page.entries]
+            if page.entries:
+                store.cancel([page.entries[0].task_id])
+                after = (page.entries[0].due_ms, page.entries[0].task_id)
+        assert seen == in_shard
