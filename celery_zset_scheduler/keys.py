@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 # Bumped when the layout or the stored payload format changes incompatibly; kept in the meta hash.
-FORMAT_VERSION = 1
+# 2: the codec's positional meta line followed by the raw body (1 was one JSON object).
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import redis
+
 from .errors import ShardCountMismatch
 from .keys import FORMAT_VERSION, KeySpace, ShardKeys
 from .scripts import Scripts
+from .streaming import ScheduleStream
 
 # Entries per schedule script call: big enough to amortize the round trip, small enough that
 # one call never blocks Redis for long (about a millisecond).
@@ -120,8 +123,15 @@ class Store:
         self, task_id: str, due_ms: int, payload: bytes, *,
         idempotency_key: str | None = None, replace: bool = False,
     ) -> ScheduleResult:
-        """Schedule one entry; an id (or idempotency key) already pending is left as it is."""
-        return self.schedule_many([NewEntry(task_id, due_ms, payload, idempotency_key)], replace=replace)[0]
+        """Schedule one entry; an id (or idempotency key) already pending is left as it is.
+
+        A direct script call, not a one-command pipeline: redis-py checks a pipeline's scripts
+        with SCRIPT EXISTS before every execute, a second round trip on each ``apply_async``.
+        """
+        self.check_meta()
+        entry = NewEntry(task_id, due_ms, payload, idempotency_key)
+        keys, args = self._schedule_call(self.keys.shard_of(idempotency_key or task_id), [entry], replace)
+        return _schedule_result(task_id, self.scripts.schedule(keys, args)[0])
 
     def schedule_many(self, entries: Sequence[NewEntry], *, replace: bool = False) -> list[ScheduleResult]:
         """Schedule many entries in one pipelined round trip; results are in the input order."""
@@ -132,14 +142,9 @@ class Store:
         calls: list[list[int]] = []
         pipe = self.client.pipeline(transaction=False)
         for shard, indexes in by_shard.items():
-            sk = self.keys.shard(shard)
-            keys = [sk.due, sk.msg, sk.wake, sk.pending_keys, sk.id_keys]
             for start in range(0, len(indexes), CHUNK):
                 chunk = indexes[start:start + CHUNK]
-                args: list[Any] = [self.keys.wake_channel, shard, "1" if replace else "0"]
-                for i in chunk:
-                    e = entries[i]
-                    args += (e.task_id, int(e.due_ms), e.payload, e.idempotency_key or "")
+                keys, args = self._schedule_call(shard, [entries[i] for i in chunk], replace)
                 self.scripts.schedule(keys, args, client=pipe)
                 calls.append(chunk)
         results: list[ScheduleResult | None] = [None] * len(entries)
@@ -147,6 +152,25 @@ class Store:
             for i, reply in zip(chunk, replies, strict=True):
                 results[i] = _schedule_result(entries[i].task_id, reply)
         return [r for r in results if r is not None]
+
+    def _schedule_call(self, shard: int, entries: Sequence[NewEntry], replace: bool) -> tuple[list[str], list[Any]]:
+        """Keys and arguments of one ``schedule-5.lua`` call for entries of one shard."""
+        sk = self.keys.shard(shard)
+        args: list[Any] = [self.keys.wake_channel, shard, "1" if replace else "0"]
+        for e in entries:
+            args += (e.task_id, int(e.due_ms), e.payload, e.idempotency_key or "")
+        return [sk.due, sk.msg, sk.wake, sk.pending_keys, sk.id_keys], args
+
+    def add_many(self, entries: Iterable[tuple[str, int, bytes]]) -> int:
+        """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
+        as they come (the bulk path: see :mod:`.streaming`); returns how many were new."""
+        self.check_meta()
+        if not isinstance(self.client, redis.Redis):  # e.g. a cluster client: the pipelined path
+            return sum(r.status == "scheduled" for r in self.schedule_many([NewEntry(*e) for e in entries]))
+        with ScheduleStream(self.client, self.keys, CHUNK) as stream:
+            for task_id, due_ms, payload in entries:
+                stream.add(task_id, due_ms, payload)
+        return stream.created
 
     def reschedule(self, task_id: str, due_ms: int) -> bool:
         """Move a pending entry to ``due_ms``; False when it is not pending."""

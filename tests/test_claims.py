@@ -49,6 +49,24 @@ def test_claim_takes_only_due_entries_by_redis_time(store: Store, r: redis.Redis
     assert all(d >= result.now_ms + 30_000 for d in lease_deadlines.values())
 
 
+def test_claim_of_the_largest_batch_with_and_without_idempotency_keys(store: Store, r: redis.Redis) -> None:
+    # 5000 is the largest batch_size: more values than one Lua unpack() may take.
+    now = redis_ms(r)
+    ids = ids_in_shard(store, 2, 5000)
+    store.schedule_many([NewEntry(i, now - 100 + n % 7, str(n).encode()) for n, i in enumerate(ids)])
+    store.schedule(ids[0] + "-k", now - 200, b"keyed", idempotency_key="charge:1")
+    keyed_shard = store.keys.shard_of("charge:1")
+    claims = Claims(store)
+    result = claims.claim(lead(store, 2), limit=5000, lease_ms=30_000)
+    assert len(result.entries) == 5000 and r.zcard(store.keys.shard(2).inflight) == 5000
+    assert {e.task_id: e.payload for e in result.entries} == {i: str(n).encode() for n, i in enumerate(ids)}
+    assert [e.due_ms for e in result.entries] == sorted(e.due_ms for e in result.entries)
+    if keyed_shard != 2:
+        claims.claim(lead(store, keyed_shard), limit=5000, lease_ms=30_000)
+    ks = store.keys.shard(keyed_shard)
+    assert r.hlen(ks.pending_keys) == 0 and r.hlen(ks.id_keys) == 0  # the key is free again
+
+
 def test_claim_respects_the_batch_limit(store: Store, r: redis.Redis) -> None:
     now = redis_ms(r)
     ids = ids_in_shard(store, 1, 25)

@@ -13,6 +13,8 @@ from celery_zset_scheduler.keys import KeySpace
 from celery_zset_scheduler.store import NewEntry, Store
 from celery_zset_scheduler.testing import RedisServer
 
+from .helpers import wait_for
+
 NOW = int(time.time() * 1000)
 
 
@@ -49,6 +51,40 @@ def test_schedule_many_spreads_over_shards_in_one_round_trip(store: Store) -> No
     assert all(c.pending > 300 for c in counts)  # crc32 spreads ids evenly
     again = store.schedule_many([*entries[:10], NewEntry("new", NOW, b"y")])
     assert [r.status for r in again] == ["exists"] * 10 + ["scheduled"]
+
+
+def test_a_chunk_takes_each_id_once_and_overwrites_only_in_flight_messages(store: Store, r: redis.Redis) -> None:
+    store.schedule("old", NOW + 1, b"kept")
+    results = store.schedule_many([NewEntry("a", NOW, b"1"), NewEntry("a", NOW + 5, b"2"), NewEntry("old", NOW, b"x")])
+    assert [x.status for x in results] == ["scheduled", "exists", "exists"]
+    assert (store.get("a").payload, store.get("a").score_ms) == (b"1", NOW)  # type: ignore[union-attr]
+    assert store.get("old").payload == b"kept"  # type: ignore[union-attr]
+    # In flight only (claimed, not acked): scheduling it again is a new incarnation.
+    sk = store.keys.shard(store.keys.shard_of("a"))
+    r.zrem(sk.due, "a")
+    r.zadd(sk.inflight, {"a": NOW + 30_000})
+    assert store.schedule_many([NewEntry("a", NOW + 9, b"retry")])[0].status == "scheduled"
+    assert (store.get("a").payload, store.get("a").state) == (b"retry", "pending")  # type: ignore[union-attr]
+
+
+def test_add_many_streams_entries_over_shards_and_chunks(store: Store) -> None:
+    entries = [(f"id-{i}", NOW + i, f"p{i}".encode()) for i in range(3000)]
+    assert store.add_many(iter(entries + entries[:5])) == 3000  # repeated ids are not counted twice
+    assert store.pending() == 3000
+    assert store.add_many([("id-7", NOW, b"other"), ("fresh", NOW, b"f")]) == 1
+    assert store.get("id-7").payload == b"p7"  # type: ignore[union-attr]
+    assert store.get("fresh") is not None and store.add_many([]) == 0
+
+
+def test_add_many_wakes_a_sleeping_leader(store: Store, r: redis.Redis) -> None:
+    sk = store.keys.shard(store.keys.shard_of("early"))
+    r.set(sk.wake, NOW + 60_000)
+    pubsub = r.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(store.keys.wake_channel)
+    store.add_many([("early", NOW + 1000, b"x")])
+    message = wait_for(lambda: pubsub.get_message(timeout=0.1), timeout=5, what="the wake-up")
+    assert message is not None and int(message["data"]) == sk.shard
+    pubsub.close()
 
 
 def test_cancel(store: Store) -> None:
@@ -123,7 +159,9 @@ def test_earliest_and_counts(store: Store) -> None:
 def test_shard_count_mismatch_is_refused(redis_server: RedisServer, r: redis.Redis) -> None:
     Store(make_client(redis_server.url), KeySpace("zt", 4)).check_meta()
     other = Store(make_client(redis_server.url), KeySpace("zt", 8))
-    with pytest.raises(ShardCountMismatch, match="has 4 shards but this client is configured with zset_scheduler_shards=8"):
+    with pytest.raises(
+        ShardCountMismatch, match="has 4 shards but this client is configured with zset_scheduler_shards=8"
+    ):
         other.schedule("a", NOW, b"x")
     assert other.pending() == 0
 

@@ -8,6 +8,8 @@
   Fencing (I3): refuses unless the lock still holds this token and the epoch is unchanged.
   Due means due by the Redis server's clock (I5). Each claimed id moves from `due` to `inflight`
   with a lease deadline, so a crash before the ack returns it to `due` (reap), never loses it.
+  The whole batch costs a fixed number of calls (ZREM, HMGET, ZADD of all ids at once), plus the
+  idempotency-key bookkeeping only for entries that have a key (none when HLEN is 0).
 
   Returns {0} when fenced, else
     {1, now ms, next due ms or -1, {ids}, {due scores}, {messages}}
@@ -15,6 +17,19 @@
 ]]
 --- @include "now"
 --- @include "forget_key"
+
+-- unpack() is bounded by Lua's C stack (~8000 values) and batch_size goes up to 5000:
+-- long lists go to Redis in slices. Returns the replies of all slices, concatenated.
+local function call_sliced(command, key, list)
+  local out = {}
+  for from = 1, #list, 1000 do
+    local reply = redis.call(command, key, unpack(list, from, math.min(from + 999, #list)))
+    if type(reply) == 'table' then
+      for i = 1, #reply do out[#out + 1] = reply[i] end
+    end
+  end
+  return out
+end
 
 local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pending_keys, id_keys = KEYS[6], KEYS[7]
@@ -28,17 +43,25 @@ local deadline = now + tonumber(ARGV[4])
 local items = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
 local ids, scores, payloads = {}, {}, {}
 
-for i = 1, #items, 2 do
-  local id = items[i]
-  redis.call('ZREM', due, id)
-  forget_key(pending_keys, id_keys, id)
-  local payload = redis.call('HGET', msg, id)
-  if payload then
-    redis.call('ZADD', inflight, deadline, id)
-    ids[#ids + 1] = id
-    scores[#scores + 1] = items[i + 1]
-    payloads[#payloads + 1] = payload
+if #items > 0 then
+  local found = {}
+  for i = 1, #items, 2 do found[#found + 1] = items[i] end
+  call_sliced('ZREM', due, found)
+  if redis.call('HLEN', id_keys) > 0 then
+    for i = 1, #found do forget_key(pending_keys, id_keys, found[i]) end
   end
+  local messages = call_sliced('HMGET', msg, found)
+  local leases = {}
+  for i = 1, #found do
+    if messages[i] then
+      ids[#ids + 1] = found[i]
+      scores[#scores + 1] = items[2 * i]
+      payloads[#payloads + 1] = messages[i]
+      leases[#leases + 1] = deadline
+      leases[#leases + 1] = found[i]
+    end
+  end
+  call_sliced('ZADD', inflight, leases)
 end
 
 local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
