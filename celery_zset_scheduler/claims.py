@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .scripts import execute
 from .store import Store
 
 
@@ -46,19 +47,26 @@ class Claims:
         self.store = store
         self.scripts = store.scripts
 
-    def claim(self, fence: Fence, limit: int, lease_ms: int) -> ClaimResult:
-        return self.claim_many([fence], limit, lease_ms)[fence.shard]
+    def claim(self, fence: Fence, limit: int, lease_ms: int, max_wait_ms: int = 5000,
+              wake_ttl_ms: int = 15000) -> ClaimResult:
+        return self.claim_many([fence], limit, lease_ms, max_wait_ms, wake_ttl_ms)[fence.shard]
 
-    def claim_many(self, fences: Sequence[Fence], limit: int, lease_ms: int) -> dict[int, ClaimResult]:
-        """Claim from several shards in one pipelined round trip (one script call per shard)."""
+    def claim_many(self, fences: Sequence[Fence], limit: int, lease_ms: int, max_wait_ms: int = 5000,
+                   wake_ttl_ms: int = 15000) -> dict[int, ClaimResult]:
+        """Claim from several shards in one pipelined round trip (one script call per shard).
+
+        ``max_wait_ms``: the caller claims each shard again at its earliest due entry or after
+        this long, whichever is first; the script records that in the shard's wake key.
+        """
         pipe = self.store.client.pipeline(transaction=False)
         for fence in fences:
             sk = self.store.keys.shard(fence.shard)
-            keys = [sk.due, sk.msg, sk.inflight, sk.lock, sk.epoch, sk.pending_keys, sk.id_keys]
-            self.scripts.claim(keys, [fence.token, fence.epoch, limit, lease_ms], client=pipe)
+            keys = [sk.due, sk.msg, sk.inflight, sk.lock, sk.epoch, sk.pending_keys, sk.id_keys, sk.wake]
+            args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms]
+            self.scripts.claim(keys, args, client=pipe)
         return {
             fence.shard: _claim_result(fence.shard, reply)
-            for fence, reply in zip(fences, pipe.execute(), strict=True)
+            for fence, reply in zip(fences, execute(pipe), strict=True)
         }
 
     def ack(self, shard: int, task_ids: Sequence[str]) -> int:
@@ -70,7 +78,7 @@ class Claims:
             if task_ids:
                 sk = self.store.keys.shard(shard)
                 self.scripts.ack([sk.inflight, sk.msg, sk.due], list(task_ids), client=pipe)
-        return sum(int(n) for n in pipe.execute())
+        return sum(int(n) for n in execute(pipe))
 
     def release(self, shard: int, entries: Sequence[Claimed]) -> int:
         return self.release_many({shard: entries})
@@ -85,7 +93,7 @@ class Claims:
                 for e in entries:
                     args += (e.task_id, e.due_ms)
                 self.scripts.release([sk.inflight, sk.due], args, client=pipe)
-        return sum(int(n) for n in pipe.execute())
+        return sum(int(n) for n in execute(pipe))
 
     def reap(self, fence: Fence, limit: int) -> list[str] | None:
         """Return expired in-flight entries to ``due``; None when fenced."""
@@ -96,12 +104,6 @@ class Claims:
             return None
         return [i.decode() for i in reply[1]]
 
-    def plan_wake(self, wake_at_ms: Mapping[int, int], ttl_ms: int) -> None:
-        """Tell schedulers when each shard's leader will wake, so earlier entries wake it."""
-        pipe = self.store.client.pipeline(transaction=False)
-        for shard, at in wake_at_ms.items():
-            pipe.set(self.store.keys.shard(shard).wake, int(at), px=max(1, int(ttl_ms)))
-        pipe.execute()
 
 
 def _claim_result(shard: int, reply: Any) -> ClaimResult:

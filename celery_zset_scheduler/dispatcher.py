@@ -32,8 +32,6 @@ from .leader import Leadership, new_member_id
 from .store import Store
 
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.ReadOnlyError)
-# Setting the wake key costs a round trip; below this a sleep is short enough to just take.
-WAKE_MARK_MIN_S = 0.005
 SLEEP_SLICE_S = 0.25  # how promptly stop() is noticed while sleeping
 # Shards due within this window are claimed in the same pass: one round trip instead of several,
 # and entries of different shards due at nearly the same time are published in due order.
@@ -180,6 +178,7 @@ class Dispatcher:
     def run_once(self) -> bool:
         """One pass over the owned shards; True when a shard had a full batch (no sleep wanted)."""
         self.passes += 1
+        self._subscribe()  # before claiming: a claim arms the wake keys that publish to us
         self._flush_pending()
         now = time.monotonic()
         if now >= self._next_beat:
@@ -224,7 +223,9 @@ class Dispatcher:
             return False
         started = time.monotonic()
         results = self.claims.claim_many(
-            fences, self.config.batch_size, int(self.config.inflight_timeout * 1000)
+            fences, self.config.batch_size, int(self.config.inflight_timeout * 1000),
+            max_wait_ms=int(self.config.max_interval * 1000),
+            wake_ttl_ms=int((self.config.max_interval + self.config.lock_timeout) * 1000),
         )
         claimed_at = time.monotonic()
         busy, entries = False, []
@@ -245,12 +246,14 @@ class Dispatcher:
         return busy
 
     def _note_next_due(self, shard: int, result: ClaimResult, sent_at: float) -> None:
+        # The same rule as the claim script's wake key: the earliest due entry, at most
+        # max_interval away. A schedule due before that wakes us; anything later is seen then.
+        wait = self.config.max_interval
         if len(result.entries) >= self.config.batch_size:
-            self._next_due[shard] = 0.0
-        elif result.next_due_ms is None:
-            self._next_due[shard] = sent_at + self.config.max_interval
-        else:
-            self._next_due[shard] = sent_at + max(0, result.next_due_ms - result.now_ms) / 1000.0
+            wait = 0.0
+        elif result.next_due_ms is not None:
+            wait = min(wait, max(0, result.next_due_ms - result.now_ms) / 1000.0)
+        self._next_due[shard] = sent_at + wait
 
     def _hand_over(self, entries: list[Claimed], claimed_at: float) -> None:
         """Publish claimed entries of all shards in due order and ack them; drop none."""
@@ -349,15 +352,8 @@ class Dispatcher:
             [self._next_beat, now + self.config.max_interval]
             + [self._next_due.get(s, 0.0) for s in self.leadership.owned]
         )
-        if deadline - now <= 0:
-            return
-        owned = list(self.leadership.owned)
-        if owned and deadline - now >= WAKE_MARK_MIN_S and self.clock.known:
-            self._subscribe()
-            at_ms = self.clock.at(deadline)
-            ttl_ms = int((deadline - now + self.config.lock_timeout) * 1000)
-            self.claims.plan_wake(dict.fromkeys(owned, at_ms), ttl_ms)
-        self._wait_until(deadline)
+        if deadline - now > 0:
+            self._wait_until(deadline)
 
     def _wait_until(self, deadline: float) -> None:
         while not self._stop.is_set():

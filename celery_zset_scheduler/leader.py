@@ -25,6 +25,7 @@ from .claims import Fence
 from .clock import RedisClock
 from .events import Observer, log_event
 from .leaderinfo import DispatchMeter, LeaderRecord
+from .scripts import execute
 from .store import Store
 
 MAX_MEMBERS = 10_000
@@ -115,7 +116,7 @@ class Leadership:
             sk, fence = self.store.keys.shard(shard), self.owned[shard].fence
             self.store.scripts.renew([sk.lock, sk.epoch], [fence.token, fence.epoch, self.ttl_ms], client=pipe)
             self._announce(shard, pipe)
-        for shard, ok in zip(shards, pipe.execute()[::2], strict=True):
+        for shard, ok in zip(shards, execute(pipe)[::2], strict=True):
             if ok:
                 self.owned[shard].renewed_at = sent_at
             else:

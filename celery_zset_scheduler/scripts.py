@@ -13,7 +13,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import redis
+from redis.client import Pipeline
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 _INCLUDE = re.compile(r'^--- @include "([A-Za-z0-9_\-]+)"\s*$', re.MULTILINE)
 _NAME = re.compile(r"^([a-z_]+)-(\d+)\.lua$")
@@ -60,7 +63,28 @@ class LuaScript:
     def __call__(self, keys: Sequence[str], args: Sequence[Any] = (), client: Any = None) -> Any:
         if len(keys) != self.numkeys:
             raise TypeError(f"{self.name}.lua takes {self.numkeys} keys, got {len(keys)}")
+        if isinstance(client, Pipeline):
+            # Queued as a bare EVALSHA: redis-py would otherwise send SCRIPT EXISTS for every
+            # script of the pipeline before each execute, a second round trip every time.
+            client.__dict__.setdefault("_zset_scripts", {})[self.name] = self._script
+            return client.evalsha(self._script.sha, len(keys), *keys, *args)
         return self._script(keys=keys, args=args, client=client)
+
+
+def execute(pipe: Any) -> list[Any]:
+    """Run a pipeline holding script calls; after a script cache flush (a restarted Redis) load
+    the scripts and run it once more. Every pipeline we build may run twice: its calls are
+    idempotent, and a NOSCRIPT reply means the script did not run at all."""
+    stack = list(pipe.command_stack)
+    scripts: dict[str, Script] = pipe.__dict__.pop("_zset_scripts", {})
+    try:
+        return list(pipe.execute())
+    except NoScriptError:
+        client = redis.Redis(connection_pool=pipe.connection_pool)
+        for script in scripts.values():
+            script.sha = client.script_load(script.script)
+        pipe.command_stack = stack
+        return list(pipe.execute())
 
 
 class Scripts:

@@ -18,7 +18,7 @@ import redis
 
 from .errors import ShardCountMismatch
 from .keys import FORMAT_VERSION, KeySpace, ShardKeys
-from .scripts import Scripts
+from .scripts import Scripts, execute
 from .streaming import ScheduleStream
 
 # Entries per schedule script call: big enough to amortize the round trip, small enough that
@@ -148,7 +148,7 @@ class Store:
                 self.scripts.schedule(keys, args, client=pipe)
                 calls.append(chunk)
         results: list[ScheduleResult | None] = [None] * len(entries)
-        for chunk, replies in zip(calls, pipe.execute(), strict=True):
+        for chunk, replies in zip(calls, execute(pipe), strict=True):
             for i, reply in zip(chunk, replies, strict=True):
                 results[i] = _schedule_result(entries[i].task_id, reply)
         return [r for r in results if r is not None]
@@ -205,7 +205,7 @@ class Store:
                 keys = [sk.due, sk.msg, sk.inflight, sk.pending_keys, sk.id_keys]
                 self.scripts.cancel(keys, chunk, client=pipe)
                 calls.append(chunk)
-        for chunk, replies in zip(calls, pipe.execute(), strict=True):
+        for chunk, replies in zip(calls, execute(pipe), strict=True):
             for task_id, reply in zip(chunk, replies, strict=True):
                 if reply == 1:
                     status[task_id] = "cancelled"
@@ -232,7 +232,7 @@ class Store:
             sk = self.keys.shard(shard)
             pipe.zcard(sk.due)
             pipe.zcard(sk.inflight)
-        replies = pipe.execute()
+        replies = execute(pipe)
         return [
             ShardCount(s, int(replies[2 * s]), int(replies[2 * s + 1])) for s in range(self.shards)
         ]
@@ -245,7 +245,7 @@ class Store:
         pipe = self.client.pipeline(transaction=False)
         for shard in range(self.shards):
             pipe.zrange(self.keys.shard(shard).due, 0, 0, withscores=True)
-        scores = [int(reply[0][1]) for reply in pipe.execute() if reply]
+        scores = [int(reply[0][1]) for reply in execute(pipe) if reply]
         return min(scores) if scores else None
 
     def page(
@@ -300,7 +300,7 @@ class Store:
             pipe = self.client.pipeline(transaction=False)
             for shard in shards:
                 call(self.keys.shard(shard), pipe)
-            for shard, reply in zip(shards, pipe.execute(), strict=True):
+            for shard, reply in zip(shards, execute(pipe), strict=True):
                 if reply:
                     return shard, reply
         return None

@@ -139,9 +139,13 @@ def test_an_earlier_schedule_wakes_the_leader_once(store: Store, r: redis.Redis)
     pubsub.subscribe(store.keys.wake_channel)
     pubsub.get_message(timeout=1)
     now = redis_ms(r)
-    a, b, c = ids_in_shard(store, 1, 3)
-    Claims(store).plan_wake({1: now + 10_000}, ttl_ms=60_000)
-    store.schedule(a, now + 20_000, b"x")  # later than the planned wake-up: no message
+    far, a, b, c = ids_in_shard(store, 1, 4)
+    store.schedule(far, now + 3_600_000, b"x")
+    # The claim arms the wake key: the leader claims again in 10 s (its longest wait) at the latest.
+    Claims(store).claim(lead(store, 1), limit=10, lease_ms=1000, max_wait_ms=10_000)
+    armed = int(r.get(store.keys.shard(1).wake) or 0)
+    assert now + 10_000 <= armed <= redis_ms(r) + 10_000
+    store.schedule(a, now + 20_000, b"x")  # later than that: seen then, no message
     assert pubsub.get_message(timeout=0.2) is None
     store.schedule(b, now + 1_000, b"x")
     message = pubsub.get_message(timeout=1)
@@ -149,3 +153,14 @@ def test_an_earlier_schedule_wakes_the_leader_once(store: Store, r: redis.Redis)
     store.schedule(c, now + 500, b"x")  # the leader is already woken: no second message
     assert pubsub.get_message(timeout=0.2) is None
     pubsub.close()
+
+
+def test_the_wake_key_follows_the_earliest_entry_and_a_full_batch_clears_it(store: Store, r: redis.Redis) -> None:
+    now = redis_ms(r)
+    ids = ids_in_shard(store, 2, 4)
+    store.schedule_many([NewEntry(i, now - 10, b"x") for i in ids[:3]] + [NewEntry(ids[3], now + 2_000, b"x")])
+    claims, fence, wake = Claims(store), lead(store, 2), store.keys.shard(2).wake
+    claims.claim(fence, limit=3, lease_ms=1000, max_wait_ms=60_000)
+    assert r.get(wake) is None  # a full batch: the leader claims again at once
+    claims.claim(fence, limit=3, lease_ms=1000, max_wait_ms=60_000)
+    assert int(r.get(wake) or 0) == now + 2_000  # the earliest entry, sooner than the longest wait

@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from celery_zset_scheduler.scripts import LuaScript, Scripts, resolve_includes, sources
+from celery_zset_scheduler.store import NewEntry, Store
 
 
 def test_includes_are_pasted_once_and_recursively() -> None:
@@ -35,5 +36,24 @@ def test_every_script_compiles_on_redis(r: redis.Redis) -> None:
 
 
 def test_wrong_key_count_is_refused(r: redis.Redis) -> None:
-    with pytest.raises(TypeError, match="claim.lua takes 7 keys, got 2"):
+    with pytest.raises(TypeError, match="claim.lua takes 8 keys, got 2"):
         LuaScript(r, "claim")(["a", "b"], [])
+
+
+def test_pipelines_survive_a_flushed_script_cache(store: Store, r: redis.Redis) -> None:
+    # A restarted Redis has no scripts: pipelined EVALSHA calls load them and run once more.
+    store.schedule_many([NewEntry("a", 1, b"x"), NewEntry("b", 2, b"y")])
+    r.script_flush()
+    assert [res.status for res in store.schedule_many([NewEntry("a", 1, b"x"), NewEntry("c", 3, b"z")])] == [
+        "exists", "scheduled",
+    ]
+    r.script_flush()
+    assert store.cancel(["a", "c"]) == {"a": "cancelled", "c": "cancelled"}
+
+
+def test_pipelined_calls_send_no_script_exists(store: Store, r: redis.Redis) -> None:
+    store.schedule_many([NewEntry("warm", 1, b"x")])
+    r.config_resetstat()
+    for _ in range(3):
+        store.schedule_many([NewEntry("a", 1, b"x"), NewEntry("b", 2, b"y")])
+    assert "cmdstat_script|exists" not in r.info("commandstats")

@@ -2,14 +2,19 @@
   Claim due entries of one shard for publishing (leader only).
 
   KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
-  KEYS[6] pending_keys, KEYS[7] id_keys
-  ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to claim, ARGV[4] lease (ms)
+  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake
+  ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to claim, ARGV[4] lease (ms),
+  ARGV[5] longest the leader waits before claiming again (ms), ARGV[6] ttl of the wake key (ms)
 
   Fencing (I3): refuses unless the lock still holds this token and the epoch is unchanged.
   Due means due by the Redis server's clock (I5). Each claimed id moves from `due` to `inflight`
   with a lease deadline, so a crash before the ack returns it to `due` (reap), never loses it.
   The whole batch costs a fixed number of calls (ZREM, HMGET, ZADD of all ids at once), plus the
   idempotency-key bookkeeping only for entries that have a key (none when HLEN is 0).
+
+  It also writes when the leader will claim this shard next (the earliest due entry, at most
+  ARGV[5] ms away) to the wake key: a schedule due before that publishes a wake-up. Written here,
+  with the claim, the key is never stale while the leader lives.
 
   Returns {0} when fenced, else
     {1, now ms, next due ms or -1, {ids}, {due scores}, {messages}}
@@ -32,7 +37,7 @@ local function call_sliced(command, key, list)
 end
 
 local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local pending_keys, id_keys = KEYS[6], KEYS[7]
+local pending_keys, id_keys, wake = KEYS[6], KEYS[7], KEYS[8]
 
 if redis.call('GET', lock) ~= ARGV[1] or redis.call('GET', epoch) ~= ARGV[2] then
   return {0}
@@ -65,4 +70,11 @@ if #items > 0 then
 end
 
 local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+local next_claim = now + tonumber(ARGV[5])
+if nxt[2] and tonumber(nxt[2]) < next_claim then next_claim = tonumber(nxt[2]) end
+if #items >= 2 * tonumber(ARGV[3]) then
+  redis.call('DEL', wake)  -- a full batch: the leader claims again at once
+else
+  redis.call('SET', wake, next_claim, 'PX', tonumber(ARGV[6]))
+end
 return {1, now, nxt[2] or -1, ids, scores, payloads}
