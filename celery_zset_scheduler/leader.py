@@ -163,6 +163,7 @@ class Leadership:
             return
         sk = self.store.keys.shard(shard)
         self.store.scripts.unlock([sk.lock], [lease.fence.token])
+        self.store.client.delete(sk.leader_info(lease.fence.token))  # ours alone: keyed by our token
         log_event(logging.INFO, "leader.released", shard=shard, epoch=lease.fence.epoch, dispatcher=self.member_id)
         self.observer.leadership(shard, False)
 

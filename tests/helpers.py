@@ -162,7 +162,15 @@ class AppFactory:
 
     def dispatcher(self, app: Celery, **kwargs: Any) -> Dispatcher:
         dispatcher = build_dispatcher(app, **kwargs)
-        thread = threading.Thread(target=dispatcher.run, daemon=True, name="test-dispatcher")
+        dispatcher.error = None  # type: ignore[attr-defined]
+
+        def run() -> None:
+            try:
+                dispatcher.run()
+            except Exception as exc:  # kept for the test to look at, as the CLI would print it
+                dispatcher.error = exc  # type: ignore[attr-defined]
+
+        thread = threading.Thread(target=run, daemon=True, name="test-dispatcher")
         thread.start()
 
         def stop() -> None:

@@ -194,6 +194,7 @@ def test_shard_count_mismatch_fails_at_the_call_site_and_in_the_dispatcher(apps:
     dispatcher = apps.dispatcher(other)
     dispatcher.thread.join(timeout=10)  # type: ignore[attr-defined]
     assert not dispatcher.thread.is_alive()  # type: ignore[attr-defined]
+    assert isinstance(dispatcher.error, ShardCountMismatch)  # type: ignore[attr-defined]
 
 
 def test_install_is_lazy_and_leaves_the_app_alone(apps: AppFactory, r: redis.Redis) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .actions import cancel, reschedule, run_now
+from .bench import bench
 from .dlq import dlq
 from .doctor import doctor
 from .group import zset
@@ -10,7 +11,7 @@ from .pending import ls, show
 from .run import run
 from .status import status
 
-for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq):
+for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, bench):
     zset.add_command(command)
 
 __all__ = ["zset"]

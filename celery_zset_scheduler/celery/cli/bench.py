@@ -1,0 +1,45 @@
+"""``celery zset bench``: the benchmark against the app's own Redis (store and broker)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from ...benchmark import Options, format_report, run_benchmark
+from ...connection import describe
+from .group import app_of, installation
+from .options import common, yes_option
+from .output import confirm, emit_json
+
+
+@click.command()
+@click.option("--size", type=click.IntRange(1_000, 10_000_000), default=100_000, show_default=True,
+              help="Pending tasks for the bytes and lateness figures (scheduled in bulk).")
+@click.option("--stream-seconds", type=click.FloatRange(1.0, 600.0), default=20.0, show_default=True,
+              help="Length of the steady 1,000 due tasks/s stream the lateness is measured on.")
+@yes_option
+@common
+@click.pass_context
+def bench(ctx: click.Context, size: int, stream_seconds: float, yes: bool, as_json: bool) -> None:
+    """Measure scheduling and dispatch rates, bytes per task and lateness, next to plain Celery.
+
+    It runs on the app's Redis under a key prefix and a queue of its own (random names, deleted
+    afterwards), so no worker of yours consumes its tasks; it does load that Redis while it runs.
+    """
+    app = app_of(ctx)
+    url = describe(str(installation(ctx).settings.url))
+    confirm(yes, f"Write up to {size:,} benchmark tasks to {url} (deleted afterwards) and load it for a minute?")
+    options = Options(size=size, calls=min(5_000, size), dispatch=min(100_000, size), raw=min(100_000, size),
+                      stream_seconds=stream_seconds)
+    started = time.monotonic()
+
+    def say(text: str) -> None:
+        click.echo(f"[{time.monotonic() - started:6.1f}s] {text}", err=True)
+
+    report = run_benchmark(app, options, progress=say)
+    if as_json:
+        emit_json(json.loads(report.to_json()))
+    else:
+        click.echo(format_report(report))
