@@ -164,3 +164,15 @@ def test_the_wake_key_follows_the_earliest_entry_and_a_full_batch_clears_it(stor
     assert r.get(wake) is None  # a full batch: the leader claims again at once
     claims.claim(fence, limit=3, lease_ms=1000, max_wait_ms=60_000)
     assert int(r.get(wake) or 0) == now + 2_000  # the earliest entry, sooner than the longest wait
+
+
+def test_big_batches_are_claimed_and_acked_in_slices(store: Store, r: redis.Redis) -> None:
+    # More ids than Lua's unpack() takes at once (the scripts slice them by 1000).
+    ids = ids_in_shard(store, 3, 2500, prefix="big")
+    store.schedule_many([NewEntry(i, redis_ms(r) - 1, b"x") for i in ids])
+    claims = Claims(store)
+    result = claims.claim(lead(store, 3), limit=5000, lease_ms=60_000)
+    assert sorted(e.task_id for e in result.entries) == sorted(ids)
+    assert claims.ack(3, ids) == 2500
+    sk = store.keys.shard(3)
+    assert (r.zcard(sk.due), r.zcard(sk.inflight), r.hlen(sk.msg)) == (0, 0, 0)

@@ -21,8 +21,7 @@ from .installation import ensure_installation
 
 Status = Literal["ok", "warn", "fail"]
 
-MIN_VERSION = (5, 0)  # scripts read TIME before writing: script effects replication, default from 5.0
-TESTED_VERSION = (6, 2)
+MIN_VERSION = (6, 2)  # the scripts use ZMSCORE (6.2) and read TIME before writing (5.0)
 CLOCK_WARN_MS = 1000
 CLOCK_FAIL_MS = 60_000
 
@@ -71,9 +70,7 @@ def check_version(info: dict[str, Any], url: str) -> Check:
     found = _version(version)
     label = f"Redis {version} at {url}"
     if found < MIN_VERSION:
-        return Check("redis", "fail", f"{label}: 5.0 or newer is required (Lua scripts read TIME before writing)")
-    if found < TESTED_VERSION:
-        return Check("redis", "warn", f"{label}: older than 6.2, which is the oldest tested")
+        return Check("redis", "fail", f"{label}: 6.2 or newer is required (the scripts use ZMSCORE)")
     return Check("redis", "ok", label)
 
 

@@ -22,19 +22,7 @@
 ]]
 --- @include "now"
 --- @include "forget_key"
-
--- unpack() is bounded by Lua's C stack (~8000 values) and batch_size goes up to 5000:
--- long lists go to Redis in slices. Returns the replies of all slices, concatenated.
-local function call_sliced(command, key, list)
-  local out = {}
-  for from = 1, #list, 1000 do
-    local reply = redis.call(command, key, unpack(list, from, math.min(from + 999, #list)))
-    if type(reply) == 'table' then
-      for i = 1, #reply do out[#out + 1] = reply[i] end
-    end
-  end
-  return out
-end
+--- @include "call_sliced"
 
 local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pending_keys, id_keys, wake = KEYS[6], KEYS[7], KEYS[8]
