@@ -61,6 +61,13 @@ class BenchEnv:
     def used_memory(self) -> int:
         return int(self.store_client.info("memory")["used_memory"])
 
+    def queue_bytes(self) -> int:
+        """``MEMORY USAGE`` (every element counted) of the benchmark queue's lists."""
+        client = self.broker_client
+        if client is None:
+            return 0
+        return sum(int(client.memory_usage(name, samples=0) or 0) for name in _queue_keys(self.queue))
+
     def purge_queue(self, bindings: bool = False) -> None:
         client = self.broker_client
         if client is not None:

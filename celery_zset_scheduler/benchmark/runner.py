@@ -76,9 +76,9 @@ def _run(env: BenchEnv, opts: Options, report: Report, say: Callable[[str], None
     env.purge_queue()
     done()
     done = _timed(say, f"plain apply_async(countdown=3600) x{opts.calls:,}")
-    before = env.used_memory()
     plain_eta = scheduling.apply_async(env.plain, opts.calls, 3600)
-    broker_bytes = (env.used_memory() - before) / (opts.calls + 1) if env.broker_client else None
+    # The broker list's own size (used_memory deltas on a shared server are too noisy here).
+    broker_bytes = env.queue_bytes() / (opts.calls + 1) if env.broker_client else None
     raw = memory.envelope(env)
     env.purge_queue()
     done()
