@@ -52,33 +52,40 @@ class Claims:
         return self.claim_many([fence], limit, lease_ms, max_wait_ms, wake_ttl_ms)[fence.shard]
 
     def claim_many(self, fences: Sequence[Fence], limit: int, lease_ms: int, max_wait_ms: int = 5000,
-                   wake_ttl_ms: int = 15000) -> dict[int, ClaimResult]:
+                   wake_ttl_ms: int = 15000, ack: Mapping[int, Sequence[str]] | None = None,
+                   ) -> dict[int, ClaimResult]:
         """Claim from several shards in one pipelined round trip (one script call per shard).
 
         ``max_wait_ms``: the caller claims each shard again at its earliest due entry or after
         this long, whichever is first; the script records that in the shard's wake key.
+        ``ack``: published ids to ack first, in the same round trip.
         """
         pipe = self.store.client.pipeline(transaction=False)
+        acks = self._queue_acks(pipe, ack or {})
         for fence in fences:
             sk = self.store.keys.shard(fence.shard)
             keys = [sk.due, sk.msg, sk.inflight, sk.lock, sk.epoch, sk.pending_keys, sk.id_keys, sk.wake]
             args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms]
             self.scripts.claim(keys, args, client=pipe)
-        return {
-            fence.shard: _claim_result(fence.shard, reply)
-            for fence, reply in zip(fences, execute(pipe), strict=True)
-        }
+        replies = execute(pipe)[acks:]
+        return {fence.shard: _claim_result(fence.shard, reply) for fence, reply in zip(fences, replies, strict=True)}
 
     def ack(self, shard: int, task_ids: Sequence[str]) -> int:
         return self.ack_many({shard: task_ids})
 
     def ack_many(self, by_shard: Mapping[int, Sequence[str]]) -> int:
         pipe = self.store.client.pipeline(transaction=False)
+        self._queue_acks(pipe, by_shard)
+        return sum(int(n) for n in execute(pipe))
+
+    def _queue_acks(self, pipe: Any, by_shard: Mapping[int, Sequence[str]]) -> int:
+        queued = 0
         for shard, task_ids in by_shard.items():
             if task_ids:
                 sk = self.store.keys.shard(shard)
                 self.scripts.ack([sk.inflight, sk.msg, sk.due], list(task_ids), client=pipe)
-        return sum(int(n) for n in execute(pipe))
+                queued += 1
+        return queued
 
     def release(self, shard: int, entries: Sequence[Claimed]) -> int:
         return self.release_many({shard: entries})

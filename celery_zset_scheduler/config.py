@@ -137,6 +137,11 @@ class Settings:
         5.0, _seconds(0.0, 3600.0, lo_open=True),
         "Longest a dispatcher sleeps between polls, even with nothing due.",
     )
+    claim_interval: float = _opt(
+        0.002, _seconds(0.0, 1.0),
+        "Shortest time between two claims while a dispatcher keeps up: more tasks per round trip "
+        "and less CPU at moderate rates, for at most this much extra lateness.",
+    )
     inflight_timeout: float = _opt(
         30.0, _seconds(0.1, 86400.0),
         "Lease of a claimed batch; a batch not acked by then (crashed dispatcher) returns to `due`.",

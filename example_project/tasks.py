@@ -22,7 +22,7 @@ app.conf.update(
     broker_url=REDIS_URL,
     task_default_queue=PREFIX,
     task_ignore_result=True,
-    worker_prefetch_multiplier=64,
+    worker_prefetch_multiplier=4,  # small: a task waiting in one worker's prefetch buffer runs late
     broker_connection_retry_on_startup=True,
     zset_scheduler_prefix=PREFIX,
     zset_scheduler_shards=8,
@@ -47,5 +47,5 @@ def remind(n: int, due: float) -> None:
     late = time.time() - due
     pipe = recorder().pipeline(transaction=False)
     pipe.hincrby(f"{PREFIX}:executed", str(n), 1)
-    pipe.rpush(f"{PREFIX}:lateness", f"{late:.4f}")
+    pipe.rpush(f"{PREFIX}:lateness", f"{due:.3f} {late:.4f}")
     pipe.execute()

@@ -30,6 +30,7 @@ def build_dispatcher(
         max_interval=s.max_interval,
         inflight_timeout=s.inflight_timeout,
         heartbeat_interval=s.heartbeat_interval,
+        claim_interval=s.claim_interval,
     )
     port = s.metrics_port if metrics_port is None else metrics_port
     metrics = None
