@@ -27,7 +27,7 @@ app.conf.update(
     zset_scheduler_prefix=PREFIX,
     zset_scheduler_shards=8,
     zset_scheduler_lock_timeout=3.0,
-    zset_scheduler_inflight_timeout=10.0,
+    zset_scheduler_inflight_timeout=5.0,
 )
 celery_zset_scheduler.install(app)
 
