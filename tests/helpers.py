@@ -88,6 +88,16 @@ def register_task_side(app: Celery, record_url: str) -> None:
         note(self, "charge.done", order_id=order_id)
         return {"order_id": order_id, "charged": amount}
 
+    @app.task(bind=True, base=IdempotentTask, name="t.refund", shared=False, idempotency_lease=1.0,
+              idempotency_key=lambda order_id, **_: f"refund:{order_id}", idempotency_keep_failed=True)
+    def refund(self: Any, order_id: int, sleep: float = 0.0, fail: bool = False) -> int:
+        note(self, "refund.started", order_id=order_id)
+        time.sleep(sleep)  # longer than the lease: kept alive by renewals only
+        if fail:
+            raise RuntimeError("the payment provider said no")
+        note(self, "refund.done", order_id=order_id)
+        return order_id
+
     @app.task(bind=True, base=ZSetTask, name="t.flaky", shared=False, autoretry_for=(RuntimeError,),
               retry_backoff=1, retry_jitter=False, max_retries=3)
     def flaky(self: Any) -> None:

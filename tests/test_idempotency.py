@@ -148,3 +148,64 @@ def test_every_execution_of_a_key_is_recorded_once_under_load(apps: AppFactory) 
         result.get(timeout=30)
     counts = collections.Counter(run["order_id"] for run in tags(apps, "charge.done"))
     assert counts == collections.Counter(dict.fromkeys(range(100, 110), 1))
+
+
+def test_a_callable_key_and_a_lease_renewed_through_a_long_run(apps: AppFactory) -> None:
+    app = apps()
+    apps.dispatcher(app)
+    apps.worker(app, pool="threads", concurrency=2)
+    refund = app.tasks["t.refund"]
+    long_run = refund.apply_async(kwargs={"order_id": 8, "sleep": 3.5})  # 3.5x the 1 s lease
+    wait_for(lambda: tags(apps, "refund.started"), what="the first run to start")
+    time.sleep(2.0)  # the lease would have expired twice without renewals
+    keys = installation_for(app).idempotency  # type: ignore[union-attr]
+    assert keys.state("refund:8")["state"] == "running"  # the callable's key, still held
+    duplicate = refund.apply_async(kwargs={"order_id": 8})
+    assert long_run.get(timeout=20) == 8
+    assert duplicate.get(timeout=30) == 8  # waited for the first, then returned its outcome
+    assert len(tags(apps, "refund.started")) == 1
+
+
+def test_a_key_kept_failed_does_not_run_again(apps: AppFactory) -> None:
+    app = apps()
+    apps.dispatcher(app)
+    apps.worker(app)
+    refund = app.tasks["t.refund"]
+    failed = refund.apply_async(kwargs={"order_id": 9, "fail": True})
+    wait_for(lambda: failed.state == "FAILURE", timeout=20, what="the failure")
+    state = installation_for(app).idempotency.state("refund:9")  # type: ignore[union-attr]
+    assert state["state"] == "failed" and "payment provider" in state["outcome"]
+    again = refund.apply_async(kwargs={"order_id": 9})
+    time.sleep(1.5)
+    assert again.state == "PENDING"  # ignored: the body did not run, no result was stored
+    assert len(tags(apps, "refund.started")) == 1
+
+
+def test_idempotent_task_as_the_apps_task_class(apps: AppFactory) -> None:
+    app = apps(install=False)
+    from celery import Celery
+
+    wide = Celery("wide", set_as_current=False, task_cls="celery_zset_scheduler:IdempotentTask")
+    wide.conf.update(app.conf)
+    celery_zset_scheduler.install(wide)
+    recorder = redis.Redis.from_url(apps.record_url)
+
+    @wide.task(bind=True, name="wide.noted", shared=False)
+    def noted(self: Any, n: int) -> int:
+        recorder.rpush("wide", n)
+        return n
+
+    assert noted.acks_late and noted.reject_on_worker_lost
+    message = None
+    captured: list[StoredMessage] = []
+    token = capture.set(captured)
+    try:
+        noted.apply_async((5,), countdown=3600)
+    finally:
+        capture.reset(token)
+    (message,) = captured
+    KombuPublisher(wide).publish([message, message])
+    apps.worker(wide)
+    assert wide.AsyncResult(message.task_id).get(timeout=20) == 5
+    time.sleep(1.0)
+    assert recorder.lrange("wide", 0, -1) == [b"5"]  # the default key (the task id) ran it once

@@ -161,3 +161,23 @@ def test_worker_memory_does_not_grow_with_tasks_waiting_to_retry(
         assert after - before < 2 * 1024, (before, after)
     finally:
         cluster.close()
+
+
+def test_a_fixed_task_requeued_from_the_dead_letter_store_runs(apps: AppFactory, r: redis.Redis) -> None:
+    from .cli_support import invoke
+
+    app = apps()
+    recorder = redis.Redis.from_url(apps.record_url)
+    recorder.set("broken", 1)
+    apps.dispatcher(app)
+    apps.worker(app)
+    result = app.tasks["t.fixable"].apply_async(kwargs={"value": 21})
+    letter = dead_letter(apps, app, result.id)
+    assert (letter.reason, letter.exc_type) == ("failed", "RuntimeError")
+    recorder.delete("broken")  # the bug is fixed and deployed
+    requeued = invoke(app, "dlq", "requeue", result.id, "--yes")
+    assert requeued.exit_code == 0, requeued.output
+    wait_for(lambda: attempts(apps, "fixable.ok"), timeout=20, what="the requeued task to succeed")
+    assert [run["tag"] for run in apps.executions()] == ["fixable.failed", "fixable.ok"]
+    assert installation_for(app).dead_letters.get(result.id) is None  # type: ignore[union-attr]
+    assert app.AsyncResult(result.id).get(timeout=10) == 42

@@ -130,7 +130,11 @@ class IdempotentTask(ZSetTask):
         return result
 
     def key_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-        spec = self.idempotency_key
+        # Read unbound: a function given to @app.task(idempotency_key=...) becomes a class
+        # attribute, which plain attribute access would turn into a method of the task.
+        spec = inspect.getattr_static(self, "idempotency_key")
+        if isinstance(spec, staticmethod):
+            spec = spec.__func__
         if spec is None:
             return None
         if callable(spec):
