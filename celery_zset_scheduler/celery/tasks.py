@@ -141,7 +141,7 @@ class IdempotentTask(ZSetTask):
             return str(spec(*args, **kwargs))
         bound = inspect.signature(self.run).bind_partial(*args, **kwargs)
         bound.apply_defaults()
-        return spec.format_map(bound.arguments)
+        return str(spec.format_map(bound.arguments))
 
     def run_guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         request = self.request
