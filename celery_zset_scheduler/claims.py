@@ -1,13 +1,14 @@
 """The leader's side of the store: claim due entries, ack published ones, release, reap.
 
 Claim and reap are fenced: they run only while the caller's lease token and epoch are current (I3).
-Ack and release are not: they only ever act on ids still in flight, and a published message must
-be forgotten whoever leads now (I2).
+Ack and release are not: a published message must be forgotten whoever leads now (I2). They act
+only on an entry still in flight under the claim that returned it (its lease deadline), so both are
+safe to run twice, as a lost reply or a replayed pipeline may do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ class Claimed:
     due_ms: int
     payload: bytes
     shard: int
+    lease_ms: int = 0  # the in-flight score this claim gave it: identifies the claim
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class Claims:
         return self.claim_many([fence], limit, lease_ms, max_wait_ms, wake_ttl_ms)[fence.shard]
 
     def claim_many(self, fences: Sequence[Fence], limit: int, lease_ms: int, max_wait_ms: int = 5000,
-                   wake_ttl_ms: int = 15000, ack: Mapping[int, Sequence[str]] | None = None,
+                   wake_ttl_ms: int = 15000, ack: Sequence[Claimed] = (),
                    ) -> dict[int, ClaimResult]:
         """Claim from several shards in one pipelined round trip (one script call per shard).
 
@@ -61,7 +63,7 @@ class Claims:
         ``ack``: published ids to ack first, in the same round trip.
         """
         pipe = self.store.client.pipeline(transaction=False)
-        acks = self._queue_acks(pipe, ack or {})
+        acks = self._queue_acks(pipe, ack)
         for fence in fences:
             sk = self.store.keys.shard(fence.shard)
             keys = [sk.due, sk.msg, sk.inflight, sk.lock, sk.epoch, sk.pending_keys, sk.id_keys, sk.wake]
@@ -70,36 +72,32 @@ class Claims:
         replies = execute(pipe)[acks:]
         return {fence.shard: _claim_result(fence.shard, reply) for fence, reply in zip(fences, replies, strict=True)}
 
-    def ack(self, shard: int, task_ids: Sequence[str]) -> int:
-        return self.ack_many({shard: task_ids})
-
-    def ack_many(self, by_shard: Mapping[int, Sequence[str]]) -> int:
+    def ack(self, entries: Sequence[Claimed]) -> int:
+        """Forget published entries (each only while still in flight under its claim)."""
         pipe = self.store.client.pipeline(transaction=False)
-        self._queue_acks(pipe, by_shard)
+        self._queue_acks(pipe, entries)
         return sum(int(n) for n in execute(pipe))
 
-    def _queue_acks(self, pipe: Any, by_shard: Mapping[int, Sequence[str]]) -> int:
+    def _queue_acks(self, pipe: Any, entries: Sequence[Claimed]) -> int:
         queued = 0
-        for shard, task_ids in by_shard.items():
-            if task_ids:
-                sk = self.store.keys.shard(shard)
-                self.scripts.ack([sk.inflight, sk.msg, sk.due], list(task_ids), client=pipe)
-                queued += 1
+        for shard, group in _by_shard(entries).items():
+            sk = self.store.keys.shard(shard)
+            args: list[Any] = []
+            for e in group:
+                args += (e.task_id, e.lease_ms)
+            self.scripts.ack([sk.inflight, sk.msg, sk.due, sk.pending_keys, sk.id_keys], args, client=pipe)
+            queued += 1
         return queued
 
-    def release(self, shard: int, entries: Sequence[Claimed]) -> int:
-        return self.release_many({shard: entries})
-
-    def release_many(self, by_shard: Mapping[int, Sequence[Claimed]]) -> int:
+    def release(self, entries: Sequence[Claimed]) -> int:
         """Put claimed, unpublished entries back in ``due`` at their own due time."""
         pipe = self.store.client.pipeline(transaction=False)
-        for shard, entries in by_shard.items():
-            if entries:
-                sk = self.store.keys.shard(shard)
-                args: list[Any] = []
-                for e in entries:
-                    args += (e.task_id, e.due_ms)
-                self.scripts.release([sk.inflight, sk.due], args, client=pipe)
+        for shard, group in _by_shard(entries).items():
+            sk = self.store.keys.shard(shard)
+            args: list[Any] = []
+            for e in group:
+                args += (e.task_id, e.lease_ms, e.due_ms)
+            self.scripts.release([sk.inflight, sk.due], args, client=pipe)
         return sum(int(n) for n in execute(pipe))
 
     def reap(self, fence: Fence, limit: int) -> list[str] | None:
@@ -113,12 +111,19 @@ class Claims:
 
 
 
+def _by_shard(entries: Sequence[Claimed]) -> dict[int, list[Claimed]]:
+    grouped: dict[int, list[Claimed]] = {}
+    for e in entries:
+        grouped.setdefault(e.shard, []).append(e)
+    return grouped
+
+
 def _claim_result(shard: int, reply: Any) -> ClaimResult:
     if int(reply[0]) == 0:
         return ClaimResult(True, 0, None, [])
-    _, now, nxt, ids, scores, payloads = reply
+    _, now, nxt, ids, scores, payloads, deadline = reply
     entries = [
-        Claimed(i.decode(), int(float(s)), p, shard)
+        Claimed(i.decode(), int(float(s)), p, shard, int(deadline))
         for i, s, p in zip(ids, scores, payloads, strict=True)
     ]
     next_due = int(float(nxt))

@@ -18,7 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
@@ -31,7 +31,11 @@ from .events import Observer, log_event
 from .leader import Leadership, new_member_id
 from .store import Store
 
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.ReadOnlyError)
+# Any Redis error is an outage to wait out, not a reason to exit: a full store (OOM), a failover
+# (READONLY, MASTERDOWN), a busy script, a lost connection. Exiting would crash-loop under a
+# supervisor exactly when the store needs draining.
+REDIS_ERRORS = (redis.RedisError,)
+OUTAGE_REMINDER_S = 60.0
 SLEEP_SLICE_S = 0.25  # how promptly stop() is noticed while sleeping
 # Shards due within this window are claimed in the same pass: one round trip instead of several,
 # and entries of different shards due at nearly the same time are published in due order.
@@ -42,8 +46,13 @@ ACK_LINGER_S = 0.002
 
 @dataclass(frozen=True)
 class PublishReport:
-    published: int  # the first ``published`` messages reached the broker
+    """What became of a batch: the first ``published`` messages were handled, in order; of those,
+    the ``unpublishable`` indexes were refused for a reason of their own (they never will be
+    published, so they are dead-lettered); ``error`` is an outage that stopped the rest."""
+
+    published: int
     error: BaseException | None = None
+    unpublishable: dict[int, BaseException] = field(default_factory=dict)
 
 
 class Publisher(Protocol):
@@ -103,9 +112,10 @@ class Dispatcher:
         # Published, not yet acked: acked with the next claim (one round trip less per pass) or
         # before sleeping, whichever comes first; kept across a Redis outage until acked.
         self._to_ack: list[Claimed] = []
-        self._unreleased: list[dict[int, list[Claimed]]] = []
+        self._unreleased: list[Claimed] = []
         self._pubsub: Any = None
         self._outage: str | None = None
+        self._outage_logged = 0.0
         self._backoff = Backoff(cap=self.config.backoff_max)
         self.started = threading.Event()
         self.passes = 0
@@ -167,9 +177,14 @@ class Dispatcher:
                 pubsub.close()
 
     def _failed(self, what: str, exc: BaseException) -> None:
+        now = time.monotonic()
         if self._outage is None:
             log_event(logging.WARNING, "outage.started", what=what, error=repr(exc))
             self.observer.outage(what, exc)
+            self._outage_logged = now
+        elif now - self._outage_logged > OUTAGE_REMINDER_S:
+            log_event(logging.WARNING, "outage.continues", what=what, error=repr(exc))
+            self._outage_logged = now
         self._outage = what
         self._close_pubsub()  # re-subscribe after the outage
         self._stop.wait(self._backoff.next())
@@ -234,7 +249,7 @@ class Dispatcher:
             fences, self.config.batch_size, int(self.config.inflight_timeout * 1000),
             max_wait_ms=int(self.config.max_interval * 1000),
             wake_ttl_ms=int((self.config.max_interval + self.config.lock_timeout) * 1000),
-            ack=_ids_by_shard(self._to_ack),
+            ack=self._to_ack,
         )
         self._to_ack = []
         claimed_at = time.monotonic()
@@ -299,7 +314,10 @@ class Dispatcher:
         started = time.monotonic()
         report = self.publisher.publish(messages)
         done = time.monotonic()
-        published = good[: report.published]
+        refused = {i: (good[i], messages[i], exc) for i, exc in report.unpublishable.items()}
+        published = [e for i, e in enumerate(good[: report.published]) if i not in refused]
+        if refused:
+            self._dead_letter_unpublishable(list(refused.values()))
         if published:
             redis_now = self.clock.at(done)
             per_shard: dict[int, int] = {}
@@ -316,6 +334,20 @@ class Dispatcher:
         lease = self.leadership.lease(shard)
         return lease is not None and lease.valid(now, self.config.lock_timeout)
 
+    def _dead_letter_unpublishable(self, refused: list[tuple[Claimed, StoredMessage, BaseException]]) -> None:
+        """A message the broker (or Kombu) refuses for a reason of its own would block its shard
+        if it went back to ``due``: it goes to the dead-letter store, and the shard goes on."""
+        now = int(time.time() * 1000)
+        for _, message, exc in refused:
+            self.dead_letters.add(DeadLetter.for_message(
+                message, "unpublishable", exc_type=type(exc).__name__, exc_message=str(exc),
+                first_failure_ms=now, last_failure_ms=now, worker="dispatcher",
+            ))
+        log_event(logging.ERROR, "unpublishable.dead_lettered", count=len(refused),
+                  ids=",".join(e.task_id for e, _, _ in refused[:10]), error=repr(refused[0][2]))
+        self.observer.dead_lettered("unpublishable", len(refused))
+        self._ack([e for e, _, _ in refused])
+
     def _dead_letter_poison(self, poison: list[tuple[Claimed, PoisonMessage]]) -> None:
         for entry, exc in poison:
             self.dead_letters.add(DeadLetter.for_poison(entry.task_id, entry.payload, exc, entry.shard))
@@ -329,25 +361,21 @@ class Dispatcher:
 
     def _ack_now(self) -> None:
         if self._to_ack:
-            self.claims.ack_many(_ids_by_shard(self._to_ack))
+            self.claims.ack(self._to_ack)
             self._to_ack = []
 
     def _release(self, entries: list[Claimed]) -> None:
-        by_shard = _by_shard(entries)
-        if not by_shard:
+        if not entries:
             return
-        try:
-            self.claims.release_many(by_shard)
-        except REDIS_ERRORS:
-            self._unreleased.append(by_shard)
-            raise
-        for shard in by_shard:
-            self._next_due[shard] = 0.0
+        self._unreleased.extend(entries)  # kept until Redis confirms: released at most once anyway
+        self._flush_releases()
+        for e in entries:
+            self._next_due[e.shard] = 0.0
 
     def _flush_releases(self) -> None:
-        while self._unreleased:
-            self.claims.release_many(self._unreleased[0])
-            self._unreleased.pop(0)
+        if self._unreleased:
+            self.claims.release(self._unreleased)
+            self._unreleased = []
 
     # -- sleeping -------------------------------------------------------------------------------
 
@@ -399,17 +427,6 @@ class Dispatcher:
             pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
             pubsub.subscribe(self.store.keys.wake_channel)
             self._pubsub = pubsub
-
-
-def _ids_by_shard(entries: list[Claimed]) -> dict[int, list[str]]:
-    return {shard: [e.task_id for e in group] for shard, group in _by_shard(entries).items()}
-
-
-def _by_shard(entries: list[Claimed]) -> dict[int, list[Claimed]]:
-    grouped: dict[int, list[Claimed]] = {}
-    for e in entries:
-        grouped.setdefault(e.shard, []).append(e)
-    return grouped
 
 
 class BrokerUnavailable(Exception):

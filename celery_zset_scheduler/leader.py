@@ -19,7 +19,8 @@ import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+import redis
 
 from .claims import Fence
 from .clock import RedisClock
@@ -90,11 +91,17 @@ class Leadership:
         scripts, keys = self.store.scripts, self.store.keys
         if self.pinned is None:
             sent_at = time.monotonic()
-            now_ms, members = scripts.heartbeat(
-                [keys.members], [self.member_id, self.ttl_ms, MAX_MEMBERS]
-            )
-            self.clock.observe(int(now_ms), (sent_at + time.monotonic()) / 2)
-            self.members = sorted(m.decode() for m in members)
+            try:
+                now_ms, members = scripts.heartbeat(
+                    [keys.members], [self.member_id, self.ttl_ms, MAX_MEMBERS]
+                )
+            except redis.OutOfMemoryError as exc:
+                # A full store refuses the heartbeat (a write that grows memory) but not the
+                # renewals, claims and acks that drain it: keep leading with what we know.
+                log_event(logging.WARNING, "membership.refused", dispatcher=self.member_id, error=str(exc))
+            else:
+                self.clock.observe(int(now_ms), (sent_at + time.monotonic()) / 2)
+                self.members = sorted(m.decode() for m in members)
         desired = self.desired()
         for shard in sorted(self.owned):
             if shard not in desired:
@@ -104,6 +111,7 @@ class Leadership:
         for shard in sorted(desired - set(self.owned)):
             if self._acquire(shard):
                 changes.acquired.append(shard)
+        self._announce_all()
         return changes
 
     def _renew(self, changes: Changes) -> None:
@@ -115,8 +123,7 @@ class Leadership:
         for shard in shards:
             sk, fence = self.store.keys.shard(shard), self.owned[shard].fence
             self.store.scripts.renew([sk.lock, sk.epoch], [fence.token, fence.epoch, self.ttl_ms], client=pipe)
-            self._announce(shard, pipe)
-        for shard, ok in zip(shards, execute(pipe)[::2], strict=True):
+        for shard, ok in zip(shards, execute(pipe), strict=True):
             if ok:
                 self.owned[shard].renewed_at = sent_at
             else:
@@ -127,22 +134,31 @@ class Leadership:
         sk = self.store.keys.shard(shard)
         token = secrets.token_hex(16)
         sent_at = time.monotonic()
-        epoch = int(self.store.scripts.acquire([sk.lock, sk.epoch], [token, self.ttl_ms]))
+        try:
+            epoch = int(self.store.scripts.acquire([sk.lock, sk.epoch, sk.wake], [token, self.ttl_ms]))
+        except redis.OutOfMemoryError:
+            return False  # a full store takes no new lease; the current leaders keep theirs
         if not epoch:
             return False
         self.owned[shard] = Lease(Fence(shard, token, epoch), sent_at)
         log_event(logging.INFO, "leader.acquired", shard=shard, epoch=epoch, dispatcher=self.member_id)
         self.observer.leadership(shard, True)
-        self._announce(shard, self.store.client)
         return True
 
-    def _announce(self, shard: int, client: Any) -> None:
-        """Write who leads ``shard`` next to its lease, with the same expiry (see leaderinfo)."""
-        lease = self.owned[shard]
-        total, rate = self.meter.sample(shard, time.monotonic())
-        record = LeaderRecord(self.member_id, lease.fence.epoch, total, rate)
-        key = self.store.keys.shard(shard).leader_info(lease.fence.token)
-        client.set(key, record.to_json(), px=self.ttl_ms)
+    def _announce_all(self) -> None:
+        """Write who leads each owned shard next to its lease, with the same expiry (see
+        leaderinfo). For people only: a failure (a full store) is ignored."""
+        if not self.owned:
+            return
+        pipe = self.store.client.pipeline(transaction=False)
+        for shard, lease in self.owned.items():
+            total, rate = self.meter.sample(shard, time.monotonic())
+            record = LeaderRecord(self.member_id, lease.fence.epoch, total, rate)
+            pipe.set(self.store.keys.shard(shard).leader_info(lease.fence.token), record.to_json(), px=self.ttl_ms)
+        try:
+            pipe.execute()
+        except redis.ResponseError as exc:
+            log_event(logging.DEBUG, "leader.announce_failed", error=str(exc))
 
     def drop(self, shard: int, reason: str) -> None:
         """Forget a lease that is no longer ours (fenced or expired); stay in the election."""

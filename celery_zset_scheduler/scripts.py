@@ -72,19 +72,30 @@ class LuaScript:
 
 
 def execute(pipe: Any) -> list[Any]:
-    """Run a pipeline holding script calls; after a script cache flush (a restarted Redis) load
-    the scripts and run it once more. Every pipeline we build may run twice: its calls are
-    idempotent, and a NOSCRIPT reply means the script did not run at all."""
+    """Run a pipeline holding script calls; raise its first error, as ``pipe.execute()`` does.
+
+    After a script cache flush (a restarted Redis) the calls answered NOSCRIPT did not run: the
+    scripts are loaded and only those calls are sent again. Calls that did run are never repeated,
+    so a pipeline mixing acks and claims cannot claim twice.
+    """
     stack = list(pipe.command_stack)
     scripts: dict[str, Script] = pipe.__dict__.pop("_zset_scripts", {})
-    try:
-        return list(pipe.execute())
-    except NoScriptError:
+    results = list(pipe.execute(raise_on_error=False))
+    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+    if missing:
         client = redis.Redis(connection_pool=pipe.connection_pool)
         for script in scripts.values():
             script.sha = client.script_load(script.script)
-        pipe.command_stack = stack
-        return list(pipe.execute())
+        again = client.pipeline(transaction=False)
+        for i in missing:
+            args, options = stack[i]
+            again.execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        for i, reply in zip(missing, again.execute(raise_on_error=False), strict=True):
+            results[i] = reply
+    for reply in results:
+        if isinstance(reply, Exception):
+            raise reply
+    return results
 
 
 class Scripts:

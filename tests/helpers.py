@@ -50,7 +50,7 @@ def register_tasks(app: Celery, record_url: str) -> None:
     recorder = redis.Redis.from_url(record_url)
 
     @app.task(bind=True, name="t.record", shared=False)
-    def record(self: Any, tag: Any = None, due: float | None = None) -> Any:
+    def record(self: Any, tag: Any = None, due: float | None = None, pad: str = "") -> Any:
         recorder.rpush(RECORDS, json.dumps({
             "id": self.request.id, "tag": tag, "due": due, "at": time.time(),
             "retries": self.request.retries, "hostname": self.request.hostname,

@@ -87,3 +87,29 @@ def test_a_template_unlike_celerys_takes_the_generic_path(apps: AppFactory) -> N
     assert bulk._fast_builder(odd) is None
     payload = bulk._generic_builder(odd)("00000000-0000-4000-8000-000000000001", (), {"tag": 2})
     assert decode("00000000-0000-4000-8000-000000000001", payload).headers["kwargsrepr"] == "{'tag': 2}"
+
+
+def test_bulk_calls_of_an_idempotent_task_get_their_own_keys(apps: AppFactory) -> None:
+    app = apps()
+    charge = app.tasks["t.charge"]  # idempotency_key="charge:{order_id}"
+    pending = charge.apply_async(kwargs={"order_id": 2}, countdown=60)
+    ids = celery_zset_scheduler.schedule_many(charge, [((), {"order_id": i}, 0.3) for i in range(4)])
+    assert ids[2] == pending.id  # order 2 was already pending: that entry stays, the call adds none
+    assert len(set(ids)) == 4
+    store = apps.store(app)
+    for i, task_id in enumerate(ids):
+        entry = store.get(task_id)
+        assert entry is not None and entry.payload is not None
+        assert decode(task_id, entry.payload).headers["zset_idempotency_key"] == f"charge:{i}"
+    apps.dispatcher(app)
+    apps.worker(app)
+    for task_id in [t for i, t in enumerate(ids) if i != 2]:
+        assert app.AsyncResult(task_id).get(timeout=20)["order_id"] in (0, 1, 3)
+    done = sorted(run["order_id"] for run in apps.executions() if run["tag"] == "charge.done")
+    assert done == [0, 1, 3]  # each charged once; order 2 waits for its own countdown
+
+
+def test_one_key_for_every_bulk_call_is_refused(apps: AppFactory) -> None:
+    app = apps()
+    with pytest.raises(ValueError, match="one idempotency_key for every call"):
+        celery_zset_scheduler.schedule_many(app.tasks["t.record"], [((), {}, 1)], idempotency_key="same")

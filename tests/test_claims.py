@@ -61,10 +61,11 @@ def test_claim_of_the_largest_batch_with_and_without_idempotency_keys(store: Sto
     assert len(result.entries) == 5000 and r.zcard(store.keys.shard(2).inflight) == 5000
     assert {e.task_id: e.payload for e in result.entries} == {i: str(n).encode() for n, i in enumerate(ids)}
     assert [e.due_ms for e in result.entries] == sorted(e.due_ms for e in result.entries)
-    if keyed_shard != 2:
-        claims.claim(lead(store, keyed_shard), limit=5000, lease_ms=30_000)
+    keyed = result if keyed_shard == 2 else claims.claim(lead(store, keyed_shard), limit=5000, lease_ms=30_000)
     ks = store.keys.shard(keyed_shard)
-    assert r.hlen(ks.pending_keys) == 0 and r.hlen(ks.id_keys) == 0  # the key is free again
+    assert r.hlen(ks.id_keys) == 1  # kept while in flight: a reaped entry still holds its key
+    claims.ack([e for e in keyed.entries if e.task_id == ids[0] + "-k"])
+    assert r.hlen(ks.pending_keys) == 0 and r.hlen(ks.id_keys) == 0  # acked: the key is free again
 
 
 def test_claim_respects_the_batch_limit(store: Store, r: redis.Redis) -> None:
@@ -94,10 +95,11 @@ def test_ack_forgets_published_entries(store: Store, r: redis.Redis) -> None:
     ids = ids_in_shard(store, 0, 2)
     store.schedule_many([NewEntry(i, redis_ms(r) - 1, b"x") for i in ids])
     claims = Claims(store)
-    claims.claim(lead(store, 0), limit=10, lease_ms=1000)
-    assert claims.ack(0, ids) == 2
+    result = claims.claim(lead(store, 0), limit=10, lease_ms=1000)
+    assert claims.ack(result.entries) == 2
     sk = store.keys.shard(0)
     assert r.zcard(sk.inflight) == 0 and r.hlen(sk.msg) == 0
+    assert claims.ack(result.entries) == 0  # twice (a lost reply): nothing more happens
 
 
 def test_a_retry_scheduled_before_the_ack_survives_it(store: Store, r: redis.Redis) -> None:
@@ -105,11 +107,29 @@ def test_a_retry_scheduled_before_the_ack_survives_it(store: Store, r: redis.Red
     (tid,) = ids_in_shard(store, 0, 1)
     store.schedule(tid, redis_ms(r) - 1, b"first")
     claims = Claims(store)
-    claims.claim(lead(store, 0), limit=10, lease_ms=1000)
+    first = claims.claim(lead(store, 0), limit=10, lease_ms=1000)
     assert store.schedule(tid, redis_ms(r) + 60_000, b"retry").status == "scheduled"
-    claims.ack(0, [tid])
+    claims.ack(first.entries)
     entry = store.get(tid)
     assert entry is not None and (entry.state, entry.payload) == ("pending", b"retry")
+
+
+def test_a_replayed_ack_cannot_touch_a_later_claim_of_the_same_id(store: Store, r: redis.Redis) -> None:
+    # Published, acked, then a retry of the same id is claimed: the first ack arriving again (a
+    # lost reply, a replayed pipeline) must leave the second claim in flight with its message.
+    (tid,) = ids_in_shard(store, 0, 1)
+    fence, claims = lead(store, 0), Claims(store)
+    store.schedule(tid, redis_ms(r) - 1, b"first")
+    first = claims.claim(fence, limit=10, lease_ms=1000)
+    claims.ack(first.entries)
+    store.schedule(tid, redis_ms(r) - 1, b"retry")
+    time.sleep(0.002)
+    second = claims.claim(fence, limit=10, lease_ms=1000)
+    assert [e.task_id for e in second.entries] == [tid]
+    assert claims.ack(first.entries) == 0
+    entry = store.get(tid)
+    assert entry is not None and (entry.state, entry.payload) == ("inflight", b"retry")
+    assert claims.ack(second.entries) == 1 and store.get(tid) is None
 
 
 def test_release_returns_entries_at_their_due_time(store: Store, r: redis.Redis) -> None:
@@ -118,9 +138,9 @@ def test_release_returns_entries_at_their_due_time(store: Store, r: redis.Redis)
     store.schedule_many([NewEntry(i, due, b"x") for i in ids])
     claims = Claims(store)
     result = claims.claim(lead(store, 3), limit=10, lease_ms=60_000)
-    assert claims.release(3, result.entries) == 2
+    assert claims.release(result.entries) == 2
     assert dict(r.zrange(store.keys.shard(3).due, 0, -1, withscores=True)) == {i.encode(): due for i in ids}
-    assert claims.release(3, result.entries) == 0  # only what is still in flight
+    assert claims.release(result.entries) == 0  # only what is still in flight
 
 
 def test_reap_returns_expired_leases_to_due(store: Store, r: redis.Redis) -> None:
@@ -173,6 +193,17 @@ def test_big_batches_are_claimed_and_acked_in_slices(store: Store, r: redis.Redi
     claims = Claims(store)
     result = claims.claim(lead(store, 3), limit=5000, lease_ms=60_000)
     assert sorted(e.task_id for e in result.entries) == sorted(ids)
-    assert claims.ack(3, ids) == 2500
+    assert claims.ack(result.entries) == 2500
     sk = store.keys.shard(3)
     assert (r.zcard(sk.due), r.zcard(sk.inflight), r.hlen(sk.msg)) == (0, 0, 0)
+
+
+def test_a_reaped_entry_keeps_its_idempotency_key(store: Store, r: redis.Redis) -> None:
+    shard = store.keys.shard_of("refund:7")
+    store.schedule("first", redis_ms(r) - 1, b"x", idempotency_key="refund:7")
+    fence, claims = lead(store, shard), Claims(store)
+    claims.claim(fence, limit=10, lease_ms=50)
+    time.sleep(0.1)
+    assert claims.reap(fence, limit=10) == ["first"]  # the dispatcher died before acking
+    again = store.schedule("second", redis_ms(r) + 60_000, b"y", idempotency_key="refund:7")
+    assert (again.status, again.task_id) == ("duplicate_key", "first")

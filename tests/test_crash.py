@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from celery_zset_scheduler.errors import StoreUnavailable
 from celery_zset_scheduler.testing import RedisServer
 
 from .helpers import FAST, AppFactory, wait_for
@@ -187,3 +188,24 @@ def test_a_dispatcher_with_a_skewed_clock_dispatches_on_redis_time(
     for run in apps.executions():
         # Not early (a fast clock would dispatch at once), not hours late (a slow clock would wait).
         assert due[run["id"]] - 0.05 <= run["at"] <= due[run["id"]] + 2.0
+
+
+def test_a_full_store_is_drained_not_abandoned(apps: AppFactory, redis_server: RedisServer) -> None:
+    # noeviction at maxmemory: new schedules are refused, but dispatchers (even ones started now)
+    # must still be elected and drain what is there, since that is what frees memory.
+    full = RedisServer(extra=["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]).start()
+    try:
+        app = apps(shards=2, zset_scheduler_url=full.url)
+        ids = []
+        with pytest.raises(StoreUnavailable, match="used memory > 'maxmemory'"):
+            for i in range(100_000):
+                ids.append(app.tasks["t.record"].apply_async(kwargs={"tag": i, "pad": "x" * 200}, countdown=1).id)
+        assert len(ids) > 1000
+        dispatcher = apps.dispatcher(app)
+        apps.worker(apps(shards=2), pool="threads", concurrency=4)
+        counts = wait_all_ran(apps, ids, timeout=120)
+        assert set(counts) == set(ids)
+        assert dispatcher.thread.is_alive() and dispatcher.error is None  # type: ignore[attr-defined]
+        assert app.tasks["t.record"].apply_async(countdown=1).id  # drained: accepting again
+    finally:
+        full.close()

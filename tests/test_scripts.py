@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 import redis
 
-from celery_zset_scheduler.scripts import LuaScript, Scripts, resolve_includes, sources
+from celery_zset_scheduler.scripts import LuaScript, Scripts, execute, resolve_includes, sources
 from celery_zset_scheduler.store import NewEntry, Store
 
 
@@ -57,3 +57,23 @@ def test_pipelined_calls_send_no_script_exists(store: Store, r: redis.Redis) -> 
     for _ in range(3):
         store.schedule_many([NewEntry("a", 1, b"x"), NewEntry("b", 2, b"y")])
     assert "cmdstat_script|exists" not in r.info("commandstats")
+
+
+def test_a_pipeline_runs_each_call_once_when_only_some_scripts_are_missing(store: Store, r: redis.Redis) -> None:
+    # After a restart some scripts are loaded again before others: the calls that ran must not run
+    # twice (a claim run twice would strand its first batch in flight).
+    store.schedule_many([NewEntry("a", 1, b"x")])  # loads the schedule script
+    r.script_flush()
+    store.schedule_many([NewEntry("b", 1, b"x")])  # the schedule script is back, cancel is not
+    pipe = store.client.pipeline(transaction=False)
+    for shard in range(store.shards):
+        sk = store.keys.shard(shard)
+        store.scripts.schedule([sk.due, sk.msg, sk.wake, sk.pending_keys, sk.id_keys],
+                               [store.keys.wake_channel, shard, "0", f"new-{shard}", 1, b"x", ""], client=pipe)
+        store.scripts.cancel([sk.due, sk.msg, sk.inflight, sk.pending_keys, sk.id_keys], ["a"], client=pipe)
+    r.config_resetstat()
+    replies = execute(pipe)
+    assert replies[::2] == [[1]] * store.shards  # each scheduled exactly once
+    assert sum(reply[0] for reply in replies[1::2]) == 1  # "a" cancelled in its shard
+    stats = r.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] == 3 * store.shards  # 2 per shard, then the NOSCRIPT cancels once more

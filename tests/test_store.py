@@ -205,3 +205,12 @@ def test_lua_byte_order_matches_redis_member_order(store: Store, r: redis.Redis)
                 store.cancel([page.entries[0].task_id])
                 after = (page.entries[0].due_ms, page.entries[0].task_id)
         assert seen == in_shard
+
+
+def test_the_largest_page_with_messages(store: Store) -> None:
+    # More ids than one Lua unpack() takes: the script reads the messages in slices.
+    store.schedule_many([NewEntry(f"id-{i}", NOW + i, f"p{i}".encode()) for i in range(40_000)])
+    shard = store.keys.shard_of("id-0")
+    page = store.page(shard, limit=10_000, with_payloads=True)
+    assert store.counts()[shard].pending > 9_000 and len(page.entries) == min(10_000, store.counts()[shard].pending)
+    assert all(e.payload == f"p{e.task_id[3:]}".encode() for e in page.entries)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from celery.beat import Scheduler
@@ -50,7 +51,12 @@ class ZSetScheduler(Scheduler):
         if self._error is not None:
             raise SystemExit(f"zset dispatcher stopped: {self._error!r}")
         dispatcher = self.dispatcher
-        leads = dispatcher is not None and 0 in dispatcher.leadership.owned
+        lease = dispatcher.leadership.lease(0) if dispatcher is not None else None
+        # A lease not renewed lately (Redis trouble, a stalled loop) may already be someone
+        # else's: periodic entries wait until it is renewed again.
+        leads = lease is not None and dispatcher is not None and lease.valid(
+            time.monotonic(), dispatcher.config.lock_timeout
+        )
         if leads and not self._led_periodic:
             # A new leader starts periodic entries from now, not from a stale heap.
             self.setup_periodic()

@@ -21,16 +21,21 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+import redis
 from celery.utils.saferepr import saferepr
 from kombu.compression import compress, decompress
 from kombu.serialization import dumps, loads, registry
 from kombu.utils import json as kombu_json
 
 from ..codec import EMBED_SUFFIX, StoredMessage, Template, encode
+from ..connection import describe
+from ..errors import StoreUnavailable
+from ..store import NewEntry, Store
 from .installation import ensure_installation
-from .sender import TaskNotSerializable, capture, eta_to_ms
+from .sender import IDEMPOTENCY_KEY, KEY_HEADER, TaskNotSerializable, capture, eta_to_ms
 
 REPR_MAX = 1024  # Celery's argsrepr_maxsize
+KEYED_CHUNK = 5_000  # calls with idempotency keys per pipelined schedule_many
 _ID_BLOCK = 1024  # ids made from one os.urandom call
 
 Call = tuple[Sequence[Any], dict[str, Any], "float | datetime"]
@@ -41,8 +46,14 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
     """Store ``task(*args, **kwargs)`` for every ``(args, kwargs, when)``; returns the task ids.
 
     ``when`` is a countdown in seconds or an ``eta`` datetime. ``options`` are ``apply_async``
-    options shared by every call (``queue``, ``priority``, ``headers``...).
+    options shared by every call (``queue``, ``priority``, ``headers``...). For a task with an
+    ``idempotency_key`` (``IdempotentTask``) each call gets its own key, and a call whose key is
+    already pending keeps the pending entry: its place in the result is that entry's id.
+    Not atomic: after an error, the calls stored before it stay stored.
     """
+    if IDEMPOTENCY_KEY in options:
+        raise ValueError("schedule_many: one idempotency_key for every call would keep only one; "
+                         "give the task an idempotency_key format string or callable instead")
     app = task.app
     inst = ensure_installation(app)
     iterator = iter(calls)
@@ -50,23 +61,62 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
         first = next(iterator)
     except StopIteration:
         return []
-    template = _template(task, first, options)
-    build = _fast_builder(template) or _generic_builder(template)
-    ids: list[str] = []
+    template = _without_key(_template(task, first, options))
+    key_for: Callable[[tuple[Any, ...], dict[str, Any]], str | None] | None = getattr(task, "key_for", None)
+    keyed = key_for is not None and key_for(tuple(first[0]), dict(first[1])) is not None
     now = time.time()
 
-    def entries() -> Iterator[tuple[str, int, bytes]]:
-        new_ids = _uuid4s()
-        for call in _chain(first, iterator):
-            args, kwargs, when = call
-            task_id = next(new_ids)
-            due_ms = eta_to_ms(app, when) if isinstance(when, datetime) else math.ceil((now + float(when)) * 1000)
-            payload = build(task_id, args, kwargs)
-            ids.append(task_id)
-            yield task_id, due_ms, payload
+    def due(when: float | datetime) -> int:
+        return eta_to_ms(app, when) if isinstance(when, datetime) else math.ceil((now + float(when)) * 1000)
 
-    inst.store.add_many(entries())
+    try:
+        if keyed and key_for is not None:
+            return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due)
+        build = _fast_builder(template) or _generic_builder(template)
+        ids: list[str] = []
+
+        def entries() -> Iterator[tuple[str, int, bytes]]:
+            new_ids = _uuid4s()
+            for args, kwargs, when in _chain(first, iterator):
+                task_id = next(new_ids)
+                payload = build(task_id, args, kwargs)
+                ids.append(task_id)
+                yield task_id, due(when), payload
+
+        inst.store.add_many(entries())
+        return ids
+    except redis.RedisError as exc:
+        raise StoreUnavailable(
+            f"schedule_many of {task.name!r} stopped: the zset store at "
+            f"{describe(str(inst.settings.url))} failed ({exc}); the calls before it are stored"
+        ) from exc
+
+
+def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[..., str | None],
+                    calls: Iterable[Call], due: Callable[[float | datetime], int]) -> list[str]:
+    """Calls with idempotency keys: each message carries its own key, and the store keeps one
+    pending entry per key (pipelined chunks, the slower path)."""
+    build = _generic_builder(template)
+    ids: list[str] = []
+    chunk: list[NewEntry] = []
+    new_ids = _uuid4s()
+    for args, kwargs, when in calls:
+        task_id, key = next(new_ids), key_for(tuple(args), dict(kwargs))
+        payload = build(task_id, args, kwargs, {KEY_HEADER: key} if key is not None else None)
+        chunk.append(NewEntry(task_id, due(when), payload, key))
+        if len(chunk) >= KEYED_CHUNK:
+            ids += [r.task_id for r in store.schedule_many(chunk)]
+            chunk = []
+    if chunk:
+        ids += [r.task_id for r in store.schedule_many(chunk)]
     return ids
+
+
+def _without_key(template: StoredMessage) -> StoredMessage:
+    """The template without the first call's idempotency key (each call has its own, or none)."""
+    if KEY_HEADER not in template.headers:
+        return template
+    return replace(template, headers={k: v for k, v in template.headers.items() if k != KEY_HEADER})
 
 
 def _fast_builder(template: StoredMessage) -> Builder | None:
@@ -96,14 +146,15 @@ def _fast_builder(template: StoredMessage) -> Builder | None:
     return build
 
 
-def _generic_builder(template: StoredMessage) -> Builder:
+def _generic_builder(template: StoredMessage) -> Callable[..., bytes]:
     compression = template.headers.get("compression")
     body = decompress(template.body, compression) if compression else template.body
     embed = loads(body, template.content_type, template.content_encoding, accept=[template.content_type])[2]
     serializer = registry.type_to_name[template.content_type]
     own_root = template.headers.get("root_id") == template.task_id
 
-    def build(task_id: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bytes:
+    def build(task_id: str, args: Sequence[Any], kwargs: dict[str, Any],
+              extra: dict[str, Any] | None = None) -> bytes:
         try:
             _, _, body = dumps((list(args), dict(kwargs), embed), serializer=serializer)
         except Exception as exc:
@@ -112,7 +163,8 @@ def _generic_builder(template: StoredMessage) -> Builder:
             body = body.encode("utf-8")
         if compression:
             body, _ = compress(body, compression)
-        headers = {**template.headers, "id": task_id, "argsrepr": _repr(tuple(args)), "kwargsrepr": _repr(kwargs)}
+        headers = {**template.headers, "id": task_id, "argsrepr": _repr(tuple(args)), "kwargsrepr": _repr(kwargs),
+                   **(extra or {})}
         if own_root:
             headers["root_id"] = task_id
         message = replace(template, task_id=task_id, body=body, headers=headers,

@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kombu.entity import Exchange, Queue
+from kombu.exceptions import OperationalError
+
 from ..codec import StoredMessage
 from ..dispatcher import PublishReport
 from . import redis_queue
@@ -32,21 +35,28 @@ class KombuPublisher:
 
     def publish(self, messages: Sequence[StoredMessage]) -> PublishReport:
         published = 0
+        refused: dict[int, BaseException] = {}
         try:
             with self.app.producer_or_acquire() as producer:
                 if messages and redis_queue.can_publish(producer, messages):
                     self._declare(producer, messages)
-                    redis_queue.publish(producer, messages)  # all or nothing
-                    return PublishReport(len(messages))
+                    refused = redis_queue.publish(producer, messages)  # all or nothing
+                    return PublishReport(len(messages), unpublishable=refused)
                 # getattr: Producer.batch() is new in Kombu 5.7 (the project allows older ones).
                 if len(messages) > 1 and getattr(producer, "supports_batch_publish", False):
                     return self._publish_batched(producer, messages)
-                for m in messages:
-                    self._publish_one(producer, m, declare=True)
+                outage = outage_errors(producer)
+                for i, m in enumerate(messages):
+                    try:
+                        self._publish_one(producer, m, declare=True)
+                    except outage:
+                        raise
+                    except Exception as exc:  # this message's own problem: the rest goes on
+                        refused[i] = exc
                     published += 1
-        except Exception as exc:  # any broker failure: the dispatcher releases the rest
-            return PublishReport(published, exc)
-        return PublishReport(published)
+        except Exception as exc:  # the broker is unreachable: the dispatcher releases the rest
+            return PublishReport(published, exc, refused)
+        return PublishReport(published, unpublishable=refused)
 
     def _publish_batched(self, producer: Any, messages: Sequence[StoredMessage]) -> PublishReport:
         """Flushes every ``FLUSH_EVERY`` messages; a failed flush counts none of its messages.
@@ -56,26 +66,42 @@ class KombuPublisher:
         """
         published = 0
         declared: set[str] = set()
+        refused: dict[int, BaseException] = {}
+        outage = outage_errors(producer)
         try:
             with producer.batch(max_size=5 * FLUSH_EVERY + 1) as batch:
                 for start in range(0, len(messages), FLUSH_EVERY):
                     chunk = messages[start:start + FLUSH_EVERY]
-                    for m in chunk:
+                    for i, m in enumerate(chunk, start):
                         # maybe_declare caches per channel; asking once per queue saves the lookups.
                         first = m.queue is not None and m.queue not in declared
-                        self._publish_one(producer, m, declare=first)
+                        try:
+                            self._publish_one(producer, m, declare=first)
+                        except outage:
+                            raise
+                        except Exception as exc:  # this message's own problem: the rest goes on
+                            refused[i] = exc
                         if first:
                             declared.add(str(m.queue))
                     batch.flush()
                     published += len(chunk)
         except Exception as exc:
-            return PublishReport(published, exc)
-        return PublishReport(published)
+            return PublishReport(published, exc, {i: e for i, e in refused.items() if i < published})
+        return PublishReport(published, unpublishable=refused)
 
     def _declare(self, producer: Any, messages: Sequence[StoredMessage]) -> None:
         policy = self.app.conf.task_publish_retry_policy
         for name in {m.queue for m in messages if m.queue}:
-            producer.maybe_declare(self.app.amqp.queues[name], retry=True, **policy)
+            producer.maybe_declare(self.queue(name), retry=True, **policy)
+
+    def queue(self, name: str) -> Any:
+        """The app's declaration of ``name``; for a queue the dispatcher's app does not know (the
+        sender named a ``Queue`` of its own), the one Celery creates for a missing queue."""
+        queues = self.app.amqp.queues
+        found = queues.get(name)
+        if found is None:
+            found = Queue(name, Exchange(name, type="direct"), name)
+        return found
 
     def _publish_one(self, producer: Any, m: StoredMessage, *, declare: bool) -> None:
         properties = dict(m.properties)
@@ -87,9 +113,17 @@ class KombuPublisher:
             headers=dict(m.headers),
             content_type=m.content_type,
             content_encoding=m.content_encoding,
-            declare=[self.app.amqp.queues[m.queue]] if m.queue and declare else None,
+            declare=[self.queue(m.queue)] if m.queue and declare else None,
             retry=True,
             retry_policy=self.app.conf.task_publish_retry_policy,
             **extra,
             **properties,
         )
+
+
+def outage_errors(producer: Any) -> tuple[type[BaseException], ...]:
+    """Errors that mean the broker cannot be reached (wait and retry), as opposed to errors of one
+    message (refuse it)."""
+    connection = producer.connection
+    errors = tuple(getattr(connection, "connection_errors", ())) + tuple(getattr(connection, "channel_errors", ()))
+    return (OperationalError, OSError, *errors)

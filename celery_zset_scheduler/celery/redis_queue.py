@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import redis
 from kombu.transport.redis import Channel as RedisChannel
 from kombu.utils.json import dumps
 
@@ -33,30 +34,26 @@ def can_publish(producer: Any, messages: Sequence[StoredMessage]) -> bool:
     return all(channel.typeof(name).type in ROUTED_TYPES for name in exchanges)
 
 
-def publish(producer: Any, messages: Sequence[StoredMessage]) -> None:
-    """Write every message to its queue(s) in one transaction; raises when the broker refuses."""
+def publish(producer: Any, messages: Sequence[StoredMessage]) -> dict[int, BaseException]:
+    """Write every message to its queue(s) in one transaction; raises when the broker refuses.
+
+    A message whose envelope cannot be built is left out and returned (index -> error): it would
+    fail the same way every time.
+    """
     channel = producer.channel
     writes: dict[str, list[str]] = {}  # Redis list -> envelopes, in publish order
     routes: dict[tuple[str, str], list[str]] = {}
     queues: set[str] = set()
-    for m in messages:
-        properties = dict(m.properties)
-        mode = properties.pop("delivery_mode", None)
-        priority = properties.pop("priority", 0)
-        # As Producer.publish: the delivery mode falls back to the producer's exchange's.
-        exchange, properties["delivery_mode"] = producer._delivery_details(m.exchange or producer.exchange, mode)
-        message = channel.prepare_message(
-            m.body, priority, m.content_type, m.content_encoding, dict(m.headers), properties,
-        )
-        channel._inplace_augment_message(message, exchange, m.routing_key)
-        if exchange:
-            targets = routes.get((exchange, m.routing_key))
-            if targets is None:  # bindings read once per exchange and routing key per batch
-                targets = routes[(exchange, m.routing_key)] = list(channel._lookup(exchange, m.routing_key))
-        else:
-            targets = [m.routing_key]
-        level = channel._get_message_priority(message, reverse=False)
-        payload = dumps(message)
+    refused: dict[int, BaseException] = {}
+    for i, m in enumerate(messages):
+        try:
+            built = _build(producer, channel, m, routes)
+        except (ConnectionError, OSError, redis.RedisError):  # reading bindings: the broker, not the message
+            raise
+        except Exception as exc:
+            refused[i] = exc
+            continue
+        level, payload, targets = built
         for queue in targets:
             writes.setdefault(channel._q_for_pri(queue, level), []).append(payload)
             queues.add(queue)
@@ -69,3 +66,26 @@ def publish(producer: Any, messages: Sequence[StoredMessage]) -> None:
                 for step in channel.priority_steps:
                     pipe.pexpire(channel._q_for_pri(queue, step), channel._expires[queue])
         pipe.execute()
+    return refused
+
+
+def _build(producer: Any, channel: Any, m: StoredMessage,
+           routes: dict[tuple[str, str], list[str]]) -> tuple[int, str, list[str]]:
+    """The envelope Kombu would write for ``m``: its priority level, JSON and target queues."""
+    properties = dict(m.properties)
+    mode = properties.pop("delivery_mode", None)
+    priority = properties.pop("priority", 0)
+    # As Producer.publish: the delivery mode falls back to the producer's exchange's.
+    exchange, properties["delivery_mode"] = producer._delivery_details(m.exchange or producer.exchange, mode)
+    message = channel.prepare_message(
+        m.body, priority, m.content_type, m.content_encoding, dict(m.headers), properties,
+    )
+    channel._inplace_augment_message(message, exchange, m.routing_key)
+    if exchange:
+        targets = routes.get((exchange, m.routing_key))
+        if targets is None:  # bindings read once per exchange and routing key per batch
+            targets = routes[(exchange, m.routing_key)] = list(channel._lookup(exchange, m.routing_key))
+    else:
+        targets = [m.routing_key]
+    level = channel._get_message_priority(message, reverse=False)
+    return level, dumps(message), targets

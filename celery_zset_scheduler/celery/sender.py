@@ -33,6 +33,8 @@ from .installation import Installation, installation_for
 
 # Options a caller may pass to apply_async for the store; never sent as message properties.
 IDEMPOTENCY_KEY = "idempotency_key"
+# The message header that carries a task's idempotency key to the worker.
+KEY_HEADER = "zset_idempotency_key"
 REPLACE = "zset_replace"
 # Message properties that make no sense after waiting in the store (a TTL relative to send time).
 _DROPPED_PROPERTIES = ("expiration",)
@@ -161,6 +163,8 @@ def store_message(
             f"cannot store task {name!r} in the zset store at {describe(str(inst.settings.url))}: {exc}"
         ) from exc
     last_schedule.set(result)
+    if not result.created:  # already pending (same id or key): nothing was sent
+        return result
     signals.after_task_publish.send(
         sender=name, body=body, headers=headers2, exchange=exchange, routing_key=routing_key,
     )

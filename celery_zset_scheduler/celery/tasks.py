@@ -26,9 +26,8 @@ from ..backoff import compute_backoff
 from ..events import log_event
 from ..idempotency import IdempotencyKeys, LeaseKeeper
 from .installation import ensure_installation
-from .sender import IDEMPOTENCY_KEY, REPLACE, last_schedule
+from .sender import IDEMPOTENCY_KEY, KEY_HEADER, REPLACE, last_schedule
 
-KEY_HEADER = "zset_idempotency_key"
 FIRST_FAILURE_HEADER = "zset_first_failure"
 
 

@@ -9,15 +9,17 @@
   Fencing (I3): refuses unless the lock still holds this token and the epoch is unchanged.
   Due means due by the Redis server's clock (I5). Each claimed id moves from `due` to `inflight`
   with a lease deadline, so a crash before the ack returns it to `due` (reap), never loses it.
-  The whole batch costs a fixed number of calls (ZREM, HMGET, ZADD of all ids at once), plus the
-  idempotency-key bookkeeping only for entries that have a key (none when HLEN is 0).
+  The whole batch costs a fixed number of calls (ZREM, HMGET, ZADD of all ids at once). The
+  in-flight score (the lease deadline) identifies this claim: ack and release only act on an id
+  whose score still matches, so running either twice (a lost reply) cannot touch a later claim.
+  Idempotency-key bookkeeping stays until the ack, so a reaped or released entry keeps its key.
 
   It also writes when the leader will claim this shard next (the earliest due entry, at most
   ARGV[5] ms away) to the wake key: a schedule due before that publishes a wake-up. Written here,
   with the claim, the key is never stale while the leader lives.
 
   Returns {0} when fenced, else
-    {1, now ms, next due ms or -1, {ids}, {due scores}, {messages}}
+    {1, now ms, next due ms or -1, {ids}, {due scores}, {messages}, lease deadline ms}
   An id found in `due` without a message (should not happen) is dropped from `due`.
 ]]
 --- @include "now"
@@ -40,12 +42,13 @@ if #items > 0 then
   local found = {}
   for i = 1, #items, 2 do found[#found + 1] = items[i] end
   call_sliced('ZREM', due, found)
-  if redis.call('HLEN', id_keys) > 0 then
-    for i = 1, #found do forget_key(pending_keys, id_keys, found[i]) end
-  end
   local messages = call_sliced('HMGET', msg, found)
   local leases = {}
+  local keyed = redis.call('HLEN', id_keys) > 0
   for i = 1, #found do
+    if not messages[i] and keyed then
+      forget_key(pending_keys, id_keys, found[i])  -- an orphan id: dropped for good
+    end
     if messages[i] then
       ids[#ids + 1] = found[i]
       scores[#scores + 1] = items[2 * i]
@@ -65,4 +68,4 @@ if #items >= 2 * tonumber(ARGV[3]) then
 else
   redis.call('SET', wake, next_claim, 'PX', tonumber(ARGV[6]))
 end
-return {1, now, nxt[2] or -1, ids, scores, payloads}
+return {1, now, nxt[2] or -1, ids, scores, payloads, deadline}

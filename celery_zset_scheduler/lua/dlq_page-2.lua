@@ -9,6 +9,7 @@
   Returns {{ids}, {times}, {records}}.
 ]]
 --- @include "bytes_after"
+--- @include "call_sliced"
 
 local index, data = KEYS[1], KEYS[2]
 local after_score, after_id = ARGV[1], ARGV[2]
@@ -50,6 +51,6 @@ end
 
 local records = {}
 if #ids > 0 then
-  records = redis.call('HMGET', data, unpack(ids))
+  records = call_sliced('HMGET', data, ids)
 end
 return {ids, times, records}

@@ -9,6 +9,8 @@
 --- @include "now"
 
 local now = now_ms()
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+-- Pruning first: a script that has already written may grow memory on a full store, so a
+-- dispatcher keeps its membership (and the fair share) while the store is being drained.
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'LIMIT', 0, tonumber(ARGV[3]))}

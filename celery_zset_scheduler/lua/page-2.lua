@@ -12,6 +12,7 @@
   Returns {{ids}, {scores}, {messages}}.
 ]]
 --- @include "bytes_after"
+--- @include "call_sliced"
 
 local due, msg = KEYS[1], KEYS[2]
 local after_score, after_id = ARGV[1], ARGV[2]
@@ -52,6 +53,6 @@ else
 end
 
 if ARGV[6] == '1' and #ids > 0 then
-  payloads = redis.call('HMGET', msg, unpack(ids))
+  payloads = call_sliced('HMGET', msg, ids)
 end
 return {ids, scores, payloads}

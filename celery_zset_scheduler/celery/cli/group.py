@@ -33,8 +33,8 @@ class ZSetGroup(click.Group):
 def zset(ctx: click.Context) -> None:
     """Operate celery-zset-scheduler: dispatchers, pending tasks, dead letters.
 
-    TIME values (--eta, --due-before, --before...) are ISO 8601 date-times (naive ones in the
-    app's timezone, as Celery reads them), 'now', or offsets from now: +10m, -2h, 1d12h.
+    TIME values (--eta, --due-before, --before...) are ISO 8601 date-times (naive ones as
+    UTC, as a Celery worker reads a naive eta), 'now', or offsets from now: +10m, -2h, 1d12h.
     Every command takes --json for scripts (schemas and exit codes: docs/cli.md).
     """
 

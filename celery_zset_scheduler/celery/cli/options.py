@@ -1,7 +1,7 @@
 """Every option the ``celery zset`` commands share, defined once (and reusable by other CLIs).
 
 Times (``--eta``, ``--due-before``, ``--before``...) accept an ISO 8601 date-time (naive ones are
-read in the app's ``timezone``, as Celery reads a naive ``eta``), ``now``, or an offset from now:
+read as UTC, as a Celery worker reads a naive ``eta``), ``now``, or an offset from now:
 ``+10m``, ``-2h``, ``30s``, ``1d12h``.
 """
 
