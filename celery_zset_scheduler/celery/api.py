@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from ..codec import StoredMessage, decode
+from ..errors import PoisonMessage
 from ..store import StoredEntry
 from .installation import ensure_installation
 from .sender import eta_to_ms
@@ -30,7 +31,7 @@ def lookup(app: Any, task_id: str) -> tuple[StoredEntry, StoredMessage | None] |
         return None
     try:
         message = decode(task_id, entry.payload) if entry.payload else None
-    except Exception:
+    except PoisonMessage:
         message = None
     return entry, message
 

@@ -47,12 +47,7 @@ class KombuPublisher:
                     return self._publish_batched(producer, messages)
                 outage = outage_errors(producer)
                 for i, m in enumerate(messages):
-                    try:
-                        self._publish_one(producer, m, declare=True)
-                    except outage:
-                        raise
-                    except Exception as exc:  # this message's own problem: the rest goes on
-                        refused[i] = exc
+                    self._publish_or_refuse(producer, m, True, outage, refused, i)
                     published += 1
         except Exception as exc:  # the broker is unreachable: the dispatcher releases the rest
             return PublishReport(published, exc, refused)
@@ -75,12 +70,7 @@ class KombuPublisher:
                     for i, m in enumerate(chunk, start):
                         # maybe_declare caches per channel; asking once per queue saves the lookups.
                         first = m.queue is not None and m.queue not in declared
-                        try:
-                            self._publish_one(producer, m, declare=first)
-                        except outage:
-                            raise
-                        except Exception as exc:  # this message's own problem: the rest goes on
-                            refused[i] = exc
+                        self._publish_or_refuse(producer, m, first, outage, refused, i)
                         if first:
                             declared.add(str(m.queue))
                     batch.flush()
@@ -88,6 +78,18 @@ class KombuPublisher:
         except Exception as exc:
             return PublishReport(published, exc, {i: e for i, e in refused.items() if i < published})
         return PublishReport(published, unpublishable=refused)
+
+    def _publish_or_refuse(self, producer: Any, m: StoredMessage, declare: bool,
+                           outage: tuple[type[BaseException], ...], refused: dict[int, BaseException],
+                           index: int) -> None:
+        """Publish one message; an error of the message itself (not an outage, which is raised)
+        is recorded in ``refused`` and the batch goes on."""
+        try:
+            self._publish_one(producer, m, declare=declare)
+        except outage:
+            raise
+        except Exception as exc:
+            refused[index] = exc
 
     def _declare(self, producer: Any, messages: Sequence[StoredMessage]) -> None:
         policy = self.app.conf.task_publish_retry_policy
