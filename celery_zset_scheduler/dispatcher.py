@@ -56,7 +56,8 @@ class PublishReport:
 
 
 class Publisher(Protocol):
-    """Hands messages to the broker, in order, stopping at the first failure."""
+    """Hands messages to the broker in order: an outage stops the batch, a message's own error
+    only skips that message (see :class:`PublishReport`)."""
 
     def publish(self, messages: Sequence[StoredMessage]) -> PublishReport: ...
 
@@ -117,7 +118,6 @@ class Dispatcher:
         self._outage: str | None = None
         self._outage_logged = 0.0
         self._backoff = Backoff(cap=self.config.backoff_max)
-        self.started = threading.Event()
         self.passes = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -152,7 +152,6 @@ class Dispatcher:
         while not self._stop.is_set():
             try:
                 self.store.check_meta()
-                self.started.set()
                 return
             except REDIS_ERRORS as exc:
                 self._failed("redis", exc)

@@ -30,7 +30,3 @@ class StoreUnavailable(ZSetSchedulerError):
 
 class PoisonMessage(ZSetSchedulerError):
     """A stored entry cannot be decoded; it goes to the dead-letter store instead of crash-looping."""
-
-
-class NotLeader(ZSetSchedulerError):
-    """This dispatcher no longer holds the lease of a shard (fenced)."""

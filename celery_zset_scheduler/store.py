@@ -282,8 +282,6 @@ class Store:
                 return
             after = page.cursor
 
-    def shard_keys(self, shard: int) -> ShardKeys:
-        return self.keys.shard(shard)
 
     def _first_hit(
         self, task_id: str, call: Callable[[ShardKeys, Any], None]
