@@ -20,6 +20,7 @@ test: lint type pytest
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check celery_zset_scheduler tests bench example_project
+	$(BIN)/lint-imports
 
 type: $(BIN)/.installed
 	$(BIN)/mypy

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from celery_zset_scheduler.benchmark import Options, format_report, run_benchmark
+from bench.lib import Options, format_report, run_benchmark
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -15,7 +15,6 @@ from .celery.bulk import schedule_many
 from .celery.install import install
 from .celery.signals import task_dead_lettered
 from .celery.tasks import IdempotentTask, RetryPolicy, ZSetTask
-from .config import Settings
 from .errors import (
     ConfigurationError,
     NotSerializable,
@@ -24,10 +23,14 @@ from .errors import (
     StoreUnavailable,
     ZSetSchedulerError,
 )
+from .model.codec import StoredMessage
+from .settings import Settings
+from .store.pending import CancelStatus, StoredEntry
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CancelStatus",
     "ConfigurationError",
     "IdempotentTask",
     "NotSerializable",
@@ -36,6 +39,8 @@ __all__ = [
     "Settings",
     "ShardCountMismatch",
     "StoreUnavailable",
+    "StoredEntry",
+    "StoredMessage",
     "ZSetScheduler",
     "ZSetSchedulerError",
     "ZSetTask",

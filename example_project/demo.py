@@ -52,7 +52,8 @@ class Demo:
     def run(self) -> int:
         os.environ.update(DEMO_REDIS_URL=self.url, DEMO_PREFIX=self.prefix)
         from celery_zset_scheduler import schedule_many
-        from celery_zset_scheduler.celery.installation import ensure_installation
+        from celery_zset_scheduler.celery.state import ensure_installation
+        from celery_zset_scheduler.store.snapshot import read_shards
         from example_project.tasks import app, remind
 
         store = ensure_installation(app).store
@@ -81,7 +82,7 @@ class Demo:
         while True:
             now = time.time()
             executed = self.client.hlen(f"{self.prefix}:executed")
-            counts = store.counts()
+            _, counts = read_shards(store, range(store.shards), leaders=False)
             pending = sum(c.pending for c in counts)
             inflight = sum(c.inflight for c in counts)
             dispatched = self.tasks - pending - inflight
@@ -160,7 +161,7 @@ class Demo:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        from celery_zset_scheduler.celery.installation import ensure_installation
+        from celery_zset_scheduler.celery.state import ensure_installation
         from example_project.tasks import app
 
         store = ensure_installation(app).store

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from celery_zset_scheduler.connection import make_client
-from celery_zset_scheduler.keys import KeySpace
-from celery_zset_scheduler.store import Store
+from celery_zset_scheduler.model.keys import KeySpace
+from celery_zset_scheduler.store.client import make_client
+from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer
 
-from .helpers import AppFactory
+from .support.helpers import AppFactory
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from celery_zset_scheduler.config import Settings
+from celery_zset_scheduler.settings import Settings
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 

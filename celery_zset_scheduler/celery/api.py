@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
-import math
-import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..codec import StoredMessage, decode
 from ..errors import PoisonMessage
-from ..store import StoredEntry
-from .installation import ensure_installation
-from .sender import eta_to_ms
+from ..model.codec import StoredMessage, decode
+from ..model.times import countdown_ms, eta_ms
+from ..store.pending import CancelStatus, StoredEntry
+from .state import ensure_installation
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 
-def due_ms(app: Any, *, eta: datetime | str | None = None, countdown: float | None = None) -> int:
-    """Epoch milliseconds from an ``eta`` (naive: as Celery reads it) or a ``countdown``."""
+def due_ms(*, eta: datetime | str | None = None, countdown: float | None = None) -> int:
+    """Epoch milliseconds from an ``eta`` (naive: UTC, as Celery reads it) or a ``countdown``."""
     if (eta is None) == (countdown is None):
         raise ValueError("give exactly one of eta= or countdown=")
     if countdown is not None:
-        return math.ceil((time.time() + float(countdown)) * 1000)
+        return countdown_ms(float(countdown))
     assert eta is not None
-    return eta_to_ms(app, eta)
+    return eta_ms(eta)
 
 
-def lookup(app: Any, task_id: str) -> tuple[StoredEntry, StoredMessage | None] | None:
+def lookup(app: Celery, task_id: str) -> tuple[StoredEntry, StoredMessage | None] | None:
     """The stored entry of ``task_id`` and its decoded message (None when it cannot be decoded)."""
     entry = ensure_installation(app).store.get(task_id)
     if entry is None:
@@ -36,12 +37,12 @@ def lookup(app: Any, task_id: str) -> tuple[StoredEntry, StoredMessage | None] |
     return entry, message
 
 
-def cancel(app: Any, *task_ids: str) -> dict[str, str]:
+def cancel(app: Celery, *task_ids: str) -> dict[str, CancelStatus]:
     """Cancel stored tasks without broadcasting; ``{id: cancelled|inflight|unknown}``."""
     return dict(ensure_installation(app).store.cancel(task_ids))
 
 
-def reschedule(app: Any, task_id: str, *, eta: datetime | str | None = None,
+def reschedule(app: Celery, task_id: str, *, eta: datetime | str | None = None,
                countdown: float | None = None) -> bool:
     """Move a pending task to a new time; False when it is not pending (ran, cancelled, unknown)."""
-    return ensure_installation(app).store.reschedule(task_id, due_ms(app, eta=eta, countdown=countdown))
+    return ensure_installation(app).store.reschedule(task_id, due_ms(eta=eta, countdown=countdown))

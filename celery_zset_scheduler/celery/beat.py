@@ -15,9 +15,9 @@ from typing import Any
 
 from celery.beat import Scheduler
 
-from ..dispatcher import Dispatcher
-from ..events import log_event
-from .runner import build_dispatcher
+from ..dispatch.loop import Dispatcher
+from ..model.logs import log_event
+from .dispatcher import build_dispatcher
 
 
 class ZSetScheduler(Scheduler):

@@ -1,11 +1,12 @@
 """Bulk scheduling: many calls of one task streamed into the store.
 
-One message is built through Celery's normal path (routing, options, signals, serializer), then
-used as a template: each call gets its own id, body and ``argsrepr``/``kwargsrepr``, everything
-else (routing, priority, headers, origin) is the template's. ``before_task_publish`` therefore fires
-once per bulk call, not once per task.
+One message is built through Celery's normal path (``apply_async``: routing, options, signals,
+serializer) with the sender's ``zset_template`` option, which hands its stored form back instead
+of storing it; it is then used as a template: each call gets its own id, body and
+``argsrepr``/``kwargsrepr``, everything else (routing, priority, headers, origin) is the template's.
+``before_task_publish`` therefore fires once per bulk call, not once per task.
 
-The per-task work is the hot path (issue 2 asks for 150k tasks/s): for Kombu's JSON serializer
+The per-task work is the hot path (the target is 150k tasks/s): for Kombu's JSON serializer
 without compression (Celery's default) the body is one C-encoder call and the stored entry is the
 template's pre-encoded bytes around the per-task values (:class:`~..codec.Template`), byte for byte
 what the generic path stores. Other serializers take the generic path (message, then ``encode``).
@@ -13,7 +14,6 @@ what the generic path stores. Other serializers take the generic path (message, 
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,12 +27,15 @@ from kombu.compression import compress, decompress
 from kombu.serialization import dumps, loads, registry
 from kombu.utils import json as kombu_json
 
-from ..codec import EMBED_SUFFIX, StoredMessage, Template, encode
-from ..connection import describe
 from ..errors import StoreUnavailable
-from ..store import NewEntry, Store
-from .installation import ensure_installation
-from .sender import IDEMPOTENCY_KEY, KEY_HEADER, TaskNotSerializable, capture, eta_to_ms
+from ..model.codec import EMBED_SUFFIX, StoredMessage, Template, encode
+from ..model.headers import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_OPTION, TEMPLATE_OPTION
+from ..model.times import countdown_ms, eta_ms
+from ..model.urls import mask_url
+from ..store.pending import Store
+from ..store.schedule import NewEntry
+from .messages import TaskNotSerializable
+from .state import ensure_installation
 
 REPR_MAX = 1024  # Celery's argsrepr_maxsize
 KEYED_CHUNK = 5_000  # calls with idempotency keys per pipelined schedule_many
@@ -51,7 +54,7 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
     already pending keeps the pending entry: its place in the result is that entry's id.
     Not atomic: after an error, the calls stored before it stay stored.
     """
-    if IDEMPOTENCY_KEY in options:
+    if IDEMPOTENCY_KEY_OPTION in options:
         raise ValueError("schedule_many: one idempotency_key for every call would keep only one; "
                          "give the task an idempotency_key format string or callable instead")
     app = task.app
@@ -67,7 +70,7 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
     now = time.time()
 
     def due(when: float | datetime) -> int:
-        return eta_to_ms(app, when) if isinstance(when, datetime) else math.ceil((now + float(when)) * 1000)
+        return eta_ms(when) if isinstance(when, datetime) else countdown_ms(float(when), now)
 
     try:
         if keyed and key_for is not None:
@@ -88,7 +91,7 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
     except redis.RedisError as exc:
         raise StoreUnavailable(
             f"schedule_many of {task.name!r} stopped: the zset store at "
-            f"{describe(str(inst.settings.url))} failed ({exc}); the calls before it are stored"
+            f"{mask_url(str(inst.settings.url))} failed ({exc}); the calls before it are stored"
         ) from exc
 
 
@@ -102,7 +105,7 @@ def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[...
     new_ids = _uuid4s()
     for args, kwargs, when in calls:
         task_id, key = next(new_ids), key_for(tuple(args), dict(kwargs))
-        payload = build(task_id, args, kwargs, {KEY_HEADER: key} if key is not None else None)
+        payload = build(task_id, args, kwargs, {IDEMPOTENCY_KEY: key} if key is not None else None)
         chunk.append(NewEntry(task_id, due(when), payload, key))
         if len(chunk) >= KEYED_CHUNK:
             ids += [r.task_id for r in store.schedule_many(chunk)]
@@ -114,9 +117,9 @@ def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[...
 
 def _without_key(template: StoredMessage) -> StoredMessage:
     """The template without the first call's idempotency key (each call has its own, or none)."""
-    if KEY_HEADER not in template.headers:
+    if IDEMPOTENCY_KEY not in template.headers:
         return template
-    return replace(template, headers={k: v for k, v in template.headers.items() if k != KEY_HEADER})
+    return replace(template, headers={k: v for k, v in template.headers.items() if k != IDEMPOTENCY_KEY})
 
 
 def _fast_builder(template: StoredMessage) -> Builder | None:
@@ -182,17 +185,13 @@ def _not_serializable(name: str, exc: BaseException) -> TaskNotSerializable:
 
 
 def _template(task: Any, first: Call, options: dict[str, Any]) -> StoredMessage:
-    captured: list[StoredMessage] = []
-    token = capture.set(captured)
-    try:
-        args, kwargs, _ = first
-        # Far enough ahead that the store path (not min_countdown's broker path) builds it.
-        task.apply_async(args=args, kwargs=kwargs, countdown=10 * 365 * 86400, **options)
-    finally:
-        capture.reset(token)
-    if not captured:
-        raise RuntimeError("the template message was not built through the store path")
-    return captured[0]
+    """The stored form of the first call, built by Celery's own ``apply_async``."""
+    built: list[StoredMessage] = []
+    args, kwargs, _ = first
+    task.apply_async(args=args, kwargs=kwargs, **options, **{TEMPLATE_OPTION: built.append})
+    if not built:  # e.g. task_always_eager: apply_async ran the task instead of sending it
+        raise RuntimeError(f"schedule_many: {task.name!r} was not sent (is task_always_eager on?)")
+    return built[0]
 
 
 def _uuid4s() -> Iterator[str]:

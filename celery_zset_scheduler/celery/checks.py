@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 import redis
 
-from ..connection import describe
-from ..keys import FORMAT_VERSION
-from ..status import read_status, redis_ms
-from ..store import Store
-from .installation import ensure_installation
+from ..model.clock import time_ms
+from ..model.keys import FORMAT_VERSION
+from ..model.urls import mask_url
+from ..ops.status import read_status
+from ..store import meta
+from ..store.pending import Store
+from .state import ensure_installation
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -41,7 +43,7 @@ def run_checks(app: Any) -> list[Check]:
     except Exception as exc:  # any configuration error is the first thing to fix
         return [Check("settings", "fail", str(exc)), check_broker(app)]
     store = inst.store
-    url = describe(str(settings.url))
+    url = mask_url(str(settings.url))
     try:
         info = store.client.info("server")
     except redis.RedisError as exc:
@@ -97,25 +99,19 @@ def check_persistence(store: Store) -> Check:
 
 
 def check_shards(store: Store) -> Check:
-    shards, version = store.client.hmget(store.keys.meta, ["shards", "version"])
+    recorded = meta.read(store.client, store.keys)
     prefix = store.keys.prefix
-    if shards is None:
+    if recorded.shards is None:
         return Check("shards", "ok", f"store {prefix!r} not created yet: first use records {store.shards} shards")
-    if int(shards) != store.shards:
-        return Check(
-            "shards", "fail",
-            f"store {prefix!r} has {int(shards)} shards but zset_scheduler_shards={store.shards}: "
-            "clients and dispatchers refuse to start",
-        )
-    if version is not None and int(version) != FORMAT_VERSION:
-        return Check("shards", "fail", f"store {prefix!r} has format {int(version)}, this version reads "
-                                       f"{FORMAT_VERSION}")
+    found = meta.problem(store.keys, recorded)
+    if found:
+        return Check("shards", "fail", f"{found}; until then clients and dispatchers refuse to start")
     return Check("shards", "ok", f"store {prefix!r}: {store.shards} shards, format {FORMAT_VERSION}")
 
 
 def check_clock(store: Store) -> Check:
     sent = time.time()
-    now = redis_ms(store.client.time())
+    now = time_ms(store.client.time())
     back = time.time()
     skew = now - (sent + back) / 2 * 1000
     error = (back - sent) * 500
@@ -141,7 +137,7 @@ def check_dispatchers(store: Store) -> Check:
 
 
 def check_broker(app: Any) -> Check:
-    url = describe(str(app.conf.broker_write_url or app.conf.broker_url or "amqp://"))
+    url = mask_url(str(app.conf.broker_write_url or app.conf.broker_url or "amqp://"))
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0.2, timeout=5)

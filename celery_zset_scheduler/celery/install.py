@@ -1,23 +1,33 @@
-"""``install(app)``: the one line that sends an app's timed tasks to the store."""
+"""``install(app)``: the one line that sends an app's timed tasks to the store.
+
+It points ``app.amqp_cls``/``app.control_cls`` at subclasses (of Celery's classes, or of the
+user's own) before they are instantiated, so installing reads no configuration and opens no
+connection: the wrapped sender is built when Celery first builds its own.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from celery.app.amqp import AMQP
+from celery.app.control import Control
 from celery.utils.imports import symbol_by_name
+from kombu.utils.objects import cached_property
 
 from . import unknown
-from .amqp import ZSetAMQP, ZSetAMQPMixin, ZSetControl, ZSetControlMixin
-from .installation import Installation, ensure_installation
 from .sender import wrap_sender
+from .state import Installation, ensure_installation, installation_for
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 _DEFAULT_AMQP = "celery.app.amqp:AMQP"
 _DEFAULT_CONTROL = "celery.app.control:Control"
-_OURS_AMQP = "celery_zset_scheduler.celery.amqp:ZSetAMQP"
-_OURS_CONTROL = "celery_zset_scheduler.celery.amqp:ZSetControl"
+_OURS_AMQP = "celery_zset_scheduler.celery.install:ZSetAMQP"
+_OURS_CONTROL = "celery_zset_scheduler.celery.install:ZSetControl"
 
 
-def install(app: Any, **overrides: Any) -> Installation:
+def install(app: Celery, **overrides: Any) -> Installation:
     """Make ``apply_async(countdown=/eta=)``, ``send_task(eta=)`` and ``retry(countdown=)`` of
     ``app`` store the task, and ``revoke`` cancel stored ones.
 
@@ -40,6 +50,43 @@ def install(app: Any, **overrides: Any) -> Installation:
     else:
         app.control_cls = _subclass(app.control_cls, _DEFAULT_CONTROL, _OURS_CONTROL, ZSetControlMixin)
     return inst
+
+
+class ZSetAMQPMixin:
+    app: Any
+
+    @cached_property
+    def send_task_message(self) -> Any:
+        return wrap_sender(self.app, self._create_task_sender())  # type: ignore[attr-defined]
+
+
+class ZSetControlMixin:
+    app: Any
+
+    def revoke(self, task_id: Any, destination: Any = None, terminate: bool = False,
+               signal: Any = None, **kwargs: Any) -> Any:
+        """Cancel stored entries first, then broadcast as Celery does (for running tasks)."""
+        cancel_stored(self.app, task_id)
+        extra = {} if signal is None else {"signal": signal}
+        return super().revoke(  # type: ignore[misc]
+            task_id, destination=destination, terminate=terminate, **extra, **kwargs
+        )
+
+
+def cancel_stored(app: Any, task_id: Any) -> dict[str, str]:
+    inst = installation_for(app)
+    if inst is None:
+        return {}
+    ids = [task_id] if isinstance(task_id, str) else [str(t) for t in task_id]
+    return dict(inst.store.cancel(ids))
+
+
+class ZSetAMQP(ZSetAMQPMixin, AMQP):
+    pass
+
+
+class ZSetControl(ZSetControlMixin, Control):
+    pass
 
 
 def _subclass(current: Any, default: str, ours: str, mixin: type) -> Any:

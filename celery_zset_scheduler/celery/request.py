@@ -14,14 +14,13 @@ from billiard.einfo import ExceptionWithTraceback
 from celery.exceptions import Ignore, Reject, Retry, Terminated, WorkerLostError
 from celery.worker.request import Request
 
-from ..codec import StoredMessage
-from ..deadletter import DeadLetter
-from ..events import log_event
-from .installation import ensure_installation
+from ..model.headers import FIRST_FAILURE
+from ..model.letters import DeadLetter
+from ..model.logs import log_event
+from .messages import received
+from .state import ensure_installation
 
 _NOT_FINAL = (Ignore, Retry, Terminated, WorkerLostError, SystemExit, KeyboardInterrupt)
-_TRANSPORT_PROPERTIES = ("delivery_info", "delivery_tag", "body_encoding")
-FIRST_FAILURE_HEADER = "zset_first_failure"
 
 
 class DeadLetterRequest(Request):
@@ -52,33 +51,15 @@ class DeadLetterRequest(Request):
         return "retries_exhausted" if retries and max_retries is not None and retries >= max_retries else "failed"
 
 
-def message_of(request: Request) -> StoredMessage:
-    """The received message as the store keeps messages (the body byte for byte)."""
-    message = request._message
-    delivery = message.delivery_info or {}
-    properties = {k: v for k, v in (message.properties or {}).items() if k not in _TRANSPORT_PROPERTIES}
-    return StoredMessage(
-        task_id=request.id,
-        body=bytes(message.body) if not isinstance(message.body, str) else message.body.encode(),
-        headers=dict(message.headers or {}),
-        content_type=message.content_type or "application/json",
-        content_encoding=message.content_encoding or "utf-8",
-        properties=properties,
-        exchange=str(delivery.get("exchange") or ""),
-        routing_key=str(delivery.get("routing_key") or ""),
-        queue=None,
-    )
-
-
 def dead_letter_request(request: Request, exc: BaseException, traceback: str, reason: str) -> None:
     now = int(time.time() * 1000)
     headers = request._request_dict
     letter = DeadLetter.for_message(
-        message_of(request), reason,
+        received(request._message, request.id), reason,
         exc_type=type(exc).__name__, exc_message=str(exc), traceback=traceback or "",
         args=list(request.args or ()), kwargs=dict(request.kwargs or {}),
         attempts=int(headers.get("retries") or 0) + 1,
-        first_failure_ms=int(headers.get(FIRST_FAILURE_HEADER) or now), last_failure_ms=now,
+        first_failure_ms=int(headers.get(FIRST_FAILURE) or now), last_failure_ms=now,
         worker=request.hostname or "",
     )
     ensure_installation(request.task.app).dead_letters.add(letter)

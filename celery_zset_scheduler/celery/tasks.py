@@ -22,13 +22,12 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry
 
-from ..backoff import compute_backoff
-from ..events import log_event
-from ..idempotency import IdempotencyKeys, LeaseKeeper
-from .installation import ensure_installation
-from .sender import IDEMPOTENCY_KEY, KEY_HEADER, REPLACE, last_schedule
-
-FIRST_FAILURE_HEADER = "zset_first_failure"
+from ..model import headers as names
+from ..model.backoff import compute_backoff
+from ..model.logs import log_event
+from ..store.idempotency import IdempotencyKeys, LeaseKeeper
+from ..store.schedule import ScheduleResult
+from .state import ensure_installation
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class ZSetTask(Task):
         request = self.request
         headers = dict(request.headers or {}) if isinstance(request.headers, dict) else {}
         headers.update(options.pop("headers", None) or {})
-        headers.setdefault(FIRST_FAILURE_HEADER, getattr(request, FIRST_FAILURE_HEADER, None)
+        headers.setdefault(names.FIRST_FAILURE, getattr(request, names.FIRST_FAILURE, None)
                            or int(time.time() * 1000))
         return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, headers=headers, **options)
 
@@ -112,18 +111,15 @@ class IdempotentTask(ZSetTask):
         if key is None and self.idempotency_key is not None:
             key = self.key_for(tuple(args or ()), dict(kwargs or {}))
         if key is not None:
-            options["headers"] = {**(options.get("headers") or {}), KEY_HEADER: str(key)}
-            options[IDEMPOTENCY_KEY] = str(key)
+            options["headers"] = {**(options.get("headers") or {}), names.IDEMPOTENCY_KEY: str(key)}
+            options[names.IDEMPOTENCY_KEY_OPTION] = str(key)
             if replace:
-                options[REPLACE] = True
-        token = last_schedule.set(None)
-        try:
-            result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
-            outcome = last_schedule.get()
-        finally:
-            last_schedule.reset(token)
-        if outcome is not None and outcome.status == "duplicate_key":
-            existing = self.AsyncResult(outcome.task_id)
+                options[names.REPLACE_OPTION] = True
+        outcome: list[ScheduleResult] = []  # filled by the sender when the store took the call
+        result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow,
+                                     **options, **{names.OUTCOME_OPTION: outcome})
+        if outcome and outcome[0].status == "duplicate_key":
+            existing = self.AsyncResult(outcome[0].task_id)
             existing.duplicate_of_pending = True  # this call scheduled nothing new
             return existing
         return result
@@ -144,7 +140,7 @@ class IdempotentTask(ZSetTask):
 
     def run_guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         request = self.request
-        key = getattr(request, KEY_HEADER, None) or self.key_for(args, kwargs) or request.id
+        key = getattr(request, names.IDEMPOTENCY_KEY, None) or self.key_for(args, kwargs) or request.id
         settings = ensure_installation(self.app).settings
         lease = self.idempotency_lease or settings.idempotency_lease
         ttl = self.idempotency_ttl or settings.idempotency_ttl

@@ -8,12 +8,10 @@ from typing import Any
 
 from celery import signals
 
-from ..codec import StoredMessage
-from ..deadletter import DeadLetter
-from ..events import log_event
-from .installation import installation_for
-
-_TRANSPORT_PROPERTIES = ("delivery_info", "delivery_tag", "body_encoding")
+from ..model.letters import DeadLetter
+from ..model.logs import log_event
+from .messages import received
+from .state import installation_for
 
 
 def on_task_unknown(sender: Any = None, message: Any = None, exc: Any = None, name: Any = None,
@@ -23,18 +21,7 @@ def on_task_unknown(sender: Any = None, message: Any = None, exc: Any = None, na
     if inst is None or message is None:
         return
     try:
-        delivery = message.delivery_info or {}
-        body = message.body if isinstance(message.body, bytes) else str(message.body).encode()
-        stored = StoredMessage(
-            task_id=str(id or message.headers.get("id") or ""),
-            body=body,
-            headers=dict(message.headers or {}),
-            content_type=message.content_type or "application/json",
-            content_encoding=message.content_encoding or "utf-8",
-            properties={k: v for k, v in (message.properties or {}).items() if k not in _TRANSPORT_PROPERTIES},
-            exchange=str(delivery.get("exchange") or ""),
-            routing_key=str(delivery.get("routing_key") or ""),
-        )
+        stored = received(message, id)
         now = int(time.time() * 1000)
         inst.dead_letters.add(DeadLetter.for_message(
             stored, "unknown_task", exc_type=type(exc).__name__ if exc else "NotRegistered",

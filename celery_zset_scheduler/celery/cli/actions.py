@@ -1,4 +1,4 @@
-"""``celery zset cancel``, ``reschedule`` and ``run-now``: acting on pending tasks.
+"""``celery zset cancel``, ``reschedule`` and ``run-now``: acting on pending tasks (``ops.pending``).
 
 Ids come as arguments, or one per line from stdin with ``-``. ``cancel`` also takes a selection
 instead (``--task``, ``--due-before``, ``--due-after``, ``--shard``, or ``--all``), which it walks
@@ -8,17 +8,15 @@ a page at a time with a progress bar.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import click
 
-from ...describe import iso
-from ...listing import Listed, sweep_pending
-from ...status import redis_ms
-from ...store import CHUNK, Store
-from .group import app_of, store_of
+from ...model.times import Moment, iso
+from ...ops import pending as ops
+from ...store.pending import CHUNK
+from .group import store_of
 from .options import (
-    Moment,
     all_option,
     common,
     compose,
@@ -28,7 +26,7 @@ from .options import (
     pending_filters,
     yes_option,
 )
-from .output import confirm, print_results, progress, results
+from .output import confirm, number, print_results, progress, results
 
 ids_argument = click.argument("task_ids", nargs=-1, metavar="ID... | -")
 
@@ -45,7 +43,7 @@ def read_ids(task_ids: Sequence[str], yes: bool) -> list[str]:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
+    return f"{number(n)} {word}{'' if n == 1 else 's'}"
 
 
 @click.command()
@@ -57,7 +55,7 @@ def cancel(
     due_before: Moment | None, due_after: Moment | None, shards: tuple[int, ...], task_ids: tuple[str, ...],
 ) -> None:
     """Cancel pending tasks by id, or every pending task a selection matches."""
-    app, store = app_of(ctx), store_of(ctx)
+    store = store_of(ctx)
     filtered = bool(task_name or due_before or due_after or shards)
     if task_ids and (filtered or select_all):
         raise click.UsageError("give task ids or a selection (--task, --due-before, --due-after, --shard, --all), "
@@ -67,32 +65,20 @@ def cancel(
     if task_ids:
         ids = read_ids(task_ids, yes)
         confirm(yes, f"Cancel {_plural(len(ids), 'pending task')}?")
-        outcome: dict[str, str] = {}
         with progress(len(ids), "cancelling", enabled=len(ids) > CHUNK) as update:
-            for start in range(0, len(ids), CHUNK):
-                chunk = ids[start:start + CHUNK]
-                outcome.update(store.cancel(chunk))
-                update(len(chunk))
+            outcome: Mapping[str, str] = ops.cancel(store, ids, update)
         print_results(results("cancel", outcome), as_json, ok=("cancelled",))
         return
-    wanted = sorted(set(shards)) or list(range(store.shards))
-    if wanted[-1] >= store.shards:
-        raise click.BadParameter(f"the store has shards 0..{store.shards - 1}", param_hint="--shard")
-    low, high = moment_ms(app, due_after), moment_ms(app, due_before)
-    total = _count(store, wanted, low, high)
+    selection = ops.Selection(shards or None, moment_ms(due_after), moment_ms(due_before), task_name)
+    try:
+        total = ops.count_selected(store, selection)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--shard") from None
     what = (f"every pending task named {task_name!r} among {_plural(total, 'pending task')}" if task_name
             else _plural(total, "pending task"))
-    confirm(yes, f"Cancel {what}{_selection(app, due_before, due_after, shards)}?")
-    counts: dict[str, int] = {}
-
-    def act(items: list[Listed]) -> list[str]:
-        for status in store.cancel([i.task_id for i in items]).values():
-            counts[status] = counts.get(status, 0) + 1
-        return [i.task_id for i in items]  # cancelled, or claimed meanwhile: gone from due either way
-
+    confirm(yes, f"Cancel {what}{_selection(due_before, due_after, shards)}?")
     with progress(total, "cancelling") as update:
-        for read, _ in sweep_pending(store, act, shards=wanted, min_due=low, max_due=high, task_name=task_name):
-            update(read)
+        counts = ops.cancel_selected(store, selection, update)
     print_results(results("cancel", {}, counts=counts), as_json, ok=("cancelled",))
 
 
@@ -105,15 +91,17 @@ def reschedule(
     task_ids: tuple[str, ...],
 ) -> None:
     """Move pending tasks to another due time (--eta or --countdown)."""
-    app, store = app_of(ctx), store_of(ctx)
-    when = due_ms(app, eta, countdown)
+    store = store_of(ctx)
+    when = due_ms(eta, countdown)
     if when is None:
         raise click.UsageError("give the new due time with --eta TIME or --countdown SECONDS")
     if not task_ids:
         raise click.UsageError("give the id of at least one pending task")
     ids = read_ids(task_ids, yes)
     confirm(yes, f"Reschedule {_plural(len(ids), 'task')} to {iso(when)}?")
-    _move(store, ids, when, "reschedule", as_json)
+    with progress(len(ids), "reschedule", enabled=len(ids) > CHUNK) as update:
+        outcome = ops.reschedule(store, ids, when, update)
+    _print_moved("reschedule", outcome, when, as_json)
 
 
 @click.command(name="run-now")
@@ -127,34 +115,22 @@ def run_now(ctx: click.Context, as_json: bool, yes: bool, task_ids: tuple[str, .
         raise click.UsageError("give the id of at least one pending task")
     ids = read_ids(task_ids, yes)
     confirm(yes, f"Run {_plural(len(ids), 'task')} now?")
-    _move(store, ids, redis_ms(store.client.time()), "run-now", as_json)
+    with progress(len(ids), "run-now", enabled=len(ids) > CHUNK) as update:
+        when, outcome = ops.run_now(store, ids, update)
+    _print_moved("run-now", outcome, when, as_json)
 
 
-def _move(store: Store, ids: list[str], when: int, action: str, as_json: bool) -> None:
-    outcome: dict[str, str] = {}
-    with progress(len(ids), action, enabled=len(ids) > CHUNK) as update:
-        for task_id in ids:
-            outcome[task_id] = "rescheduled" if store.reschedule(task_id, when) else "not_pending"
-            update(1)
+def _print_moved(action: str, outcome: Mapping[str, str], when: int, as_json: bool) -> None:
     extra = {i: {"due_ms": when, "due": iso(when)} for i, s in outcome.items() if s == "rescheduled"}
     print_results(results(action, outcome, extra), as_json, ok=("rescheduled",))
 
 
-def _count(store: Store, shards: list[int], low: int | None, high: int | None) -> int:
-    """Pending entries in a due range over ``shards``: ZCOUNT is O(log n) per shard."""
-    pipe = store.client.pipeline(transaction=False)
-    for shard in shards:
-        pipe.zcount(store.keys.shard(shard).due, "-inf" if low is None else low, "+inf" if high is None else high)
-    return sum(int(n) for n in pipe.execute())
-
-
-def _selection(app: object, before: Moment | None, after: Moment | None, shards: tuple[int, ...]) -> str:
+def _selection(before: Moment | None, after: Moment | None, shards: tuple[int, ...]) -> str:
     parts = []
     if after is not None:
-        parts.append(f"due at or after {iso(after.ms(app))}")
+        parts.append(f"due at or after {iso(after.ms())}")
     if before is not None:
-        parts.append(f"due at or before {iso(before.ms(app))}")
+        parts.append(f"due at or before {iso(before.ms())}")
     if shards:
         parts.append(f"in shard {','.join(map(str, sorted(set(shards))))}")
     return f" ({'; '.join(parts)})" if parts else ""
-

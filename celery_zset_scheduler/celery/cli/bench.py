@@ -7,8 +7,7 @@ import time
 
 import click
 
-from ...benchmark import Options, format_report, run_benchmark
-from ...connection import describe
+from ...model.urls import mask_url
 from .group import app_of, installation
 from .options import common, yes_option
 from .output import confirm, emit_json
@@ -28,8 +27,15 @@ def bench(ctx: click.Context, size: int, stream_seconds: float, yes: bool, as_js
     It runs on the app's Redis under a key prefix and a queue of its own (random names, deleted
     afterwards), so no worker of yours consumes its tasks; it does load that Redis while it runs.
     """
+    try:  # the benchmark lives in the repository's bench/, not in the installed package
+        from bench.lib import Options, format_report, run_benchmark
+    except ImportError:
+        raise click.ClickException(
+            "the benchmark is not installed: run this from a clone of celery-zset-scheduler "
+            "(its bench/ folder must be importable), e.g. `python -m bench --store-url URL`"
+        ) from None
     app = app_of(ctx)
-    url = describe(str(installation(ctx).settings.url))
+    url = mask_url(str(installation(ctx).settings.url))
     confirm(yes, f"Write up to {size:,} benchmark tasks to {url} (deleted afterwards) and load it for a minute?")
     options = Options(size=size, calls=min(5_000, size), dispatch=min(100_000, size), raw=min(100_000, size),
                       stream_seconds=stream_seconds)

@@ -1,20 +1,20 @@
-"""``celery zset dlq ls|show|requeue|purge``: the dead-letter store (API in ``..dlq``)."""
+"""``celery zset dlq ls|show|requeue|purge``: the dead-letter store (``ops.deadletters``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from ...cursors import InvalidCursor, decode_cursor, encode_cursor
-from ...deadletter import DeadLetters
-from ...describe import iso, letter_view
-from ...dlq import LetterFilter, count_matching, list_letters, purge, purge_matching, requeue, requeue_matching
-from ...status import redis_ms
+from ...model.cursors import InvalidCursor
+from ...model.times import Moment, iso
+from ...ops import deadletters as ops
+from ...ops.deadletters import LetterFilter
+from ...ops.views import letter_view
+from ...store.deadletters import DeadLetters
+from ...store.snapshot import redis_now_ms
+from ..messages import decompress
 from .actions import ids_argument, read_ids
-from .group import ZSetGroup, app_of, installation, store_of
+from .group import ZSetGroup, installation, store_of
 from .options import (
-    Moment,
     all_option,
     common,
     compose,
@@ -25,6 +25,7 @@ from .options import (
     limit_option,
     moment_ms,
     scan_limit_option,
+    text_of,
     yes_option,
 )
 from .output import CommandError, ExitCode, confirm, emit_json, print_results, progress, relative, results, table
@@ -40,8 +41,8 @@ def _letters(ctx: click.Context) -> DeadLetters:
     return installation(ctx).dead_letters
 
 
-def _filter(app: Any, task_name: str | None, before: Moment | None, after: Moment | None) -> LetterFilter:
-    return LetterFilter(task_name, newest_ms=moment_ms(app, before), oldest_ms=moment_ms(app, after))
+def _filter(task_name: str | None, before: Moment | None, after: Moment | None) -> LetterFilter:
+    return LetterFilter(task_name, newest_ms=moment_ms(before), oldest_ms=moment_ms(after))
 
 
 @dlq.command(name="ls")
@@ -52,23 +53,18 @@ def dlq_ls(
     limit: int, cursor: str | None, scan_limit: int,
 ) -> None:
     """List dead letters, newest first, a page at a time."""
-    app, letters = app_of(ctx), _letters(ctx)
-    query = {"task": task_name, "before": before and before.text, "after": after and after.text}
-    position = None
-    if cursor:
-        try:
-            state = decode_cursor("dlq", query, cursor)
-            position = (int(state[0]), str(state[1]))
-        except (InvalidCursor, TypeError, ValueError, IndexError) as exc:
-            raise click.BadParameter(str(exc), param_hint="--cursor") from None
-    page = list_letters(letters, _filter(app, task_name, before, after), limit=limit, after=position,
-                        scan_limit=scan_limit)
-    next_cursor = None if page.cursor is None else encode_cursor("dlq", query, list(page.cursor))
+    letters = _letters(ctx)
+    try:
+        page = ops.list_letters(letters, _filter(task_name, before, after), limit=limit, cursor=cursor,
+                                scan_limit=scan_limit, bounds=[text_of(before), text_of(after)])
+    except InvalidCursor as exc:
+        raise click.BadParameter(str(exc), param_hint="--cursor") from None
+    next_cursor = page.cursor
     if as_json:
         emit_json({"dead_letters": [letter_view(x, full=False) for x in page.letters], "cursor": next_cursor,
                    "scanned": page.scanned})
         return
-    now = redis_ms(letters.client.time())
+    now = redis_now_ms(store_of(ctx))
     rows = [(x.task_id, x.task_name or "?", x.reason, _exception(x.exc_type, x.exc_message), x.attempts,
              relative(x.dead_lettered_ms, now)) for x in page.letters]
     if rows:
@@ -85,10 +81,9 @@ def dlq_ls(
 @click.pass_context
 def dlq_show(ctx: click.Context, as_json: bool, task_id: str) -> None:
     """Show a dead letter: why it died, its arguments, traceback and original message."""
-    letter = _letters(ctx).get(task_id)
-    if letter is None:
+    view = ops.show(_letters(ctx), task_id, decompress)
+    if view is None:
         raise CommandError(f"no dead letter with id {task_id!r}", ExitCode.NOT_FOUND)
-    view = letter_view(letter)
     if as_json:
         emit_json(view)
         return
@@ -120,21 +115,21 @@ def dlq_requeue(
     task_ids: tuple[str, ...],
 ) -> None:
     """Put dead letters back in the store (attempts reset), due now or at --eta/--countdown."""
-    app, letters, store = app_of(ctx), _letters(ctx), store_of(ctx)
-    when = due_ms(app, eta, countdown)
+    letters, store = _letters(ctx), store_of(ctx)
+    when = due_ms(eta, countdown)
     due_text = "due now" if when is None else f"due {iso(when)}"
-    flt = _selection(app, task_ids, select_all, task_name, before, after)
+    flt = _selection(task_ids, select_all, task_name, before, after)
     if flt is None:
         ids = read_ids(task_ids, yes)
         confirm(yes, f"Requeue {len(ids):,} dead letter(s), {due_text}?")
         with progress(len(ids), "requeueing", enabled=len(ids) > 500) as update:
-            outcome = requeue(store, letters, ids, due_ms=when, progress=update)
+            outcome = ops.requeue(store, letters, ids, due_ms=when, progress=update)
         print_results(results("requeue", dict(outcome)), as_json, ok=("requeued",))
         return
-    total = count_matching(letters, flt)
+    total = ops.count_matching(letters, flt)
     confirm(yes, f"Requeue {_what(flt, total)}, {due_text}?")
     with progress(total if total is not None else letters.count(), "requeueing") as update:
-        counts = requeue_matching(store, letters, flt, due_ms=when, progress=update)
+        counts = ops.requeue_matching(store, letters, flt, due_ms=when, progress=update)
     print_results(results("requeue", {}, counts={str(k): n for k, n in counts.items()}), as_json, ok=("requeued",))
 
 
@@ -147,22 +142,22 @@ def dlq_purge(
     before: Moment | None, after: Moment | None, task_ids: tuple[str, ...],
 ) -> None:
     """Delete dead letters for good: by id, by filters, or --all."""
-    app, letters = app_of(ctx), _letters(ctx)
-    flt = _selection(app, task_ids, select_all, task_name, before, after)
+    letters = _letters(ctx)
+    flt = _selection(task_ids, select_all, task_name, before, after)
     if flt is None:
         ids = read_ids(task_ids, yes)
         confirm(yes, f"Delete {len(ids):,} dead letter(s) for good?")
-        print_results(results("purge", dict(purge(letters, ids))), as_json, ok=("purged",))
+        print_results(results("purge", dict(ops.purge(letters, ids))), as_json, ok=("purged",))
         return
-    total = count_matching(letters, flt)
+    total = ops.count_matching(letters, flt)
     confirm(yes, f"Delete {_what(flt, total)} for good?")
     with progress(total if total is not None else letters.count(), "purging") as update:
-        removed = purge_matching(letters, flt, progress=update)
+        removed = ops.purge_matching(letters, flt, progress=update)
     print_results(results("purge", {}, counts={"purged": removed}), as_json, ok=("purged",))
 
 
 def _selection(
-    app: Any, task_ids: tuple[str, ...], select_all: bool, task_name: str | None,
+    task_ids: tuple[str, ...], select_all: bool, task_name: str | None,
     before: Moment | None, after: Moment | None,
 ) -> LetterFilter | None:
     """The filter of a bulk operation, or None when ids were given."""
@@ -171,7 +166,7 @@ def _selection(
         raise click.UsageError("give ids or a selection (--task, --before, --after, --all), not both")
     if not task_ids and not (filtered or select_all):
         raise click.UsageError("give dead-letter ids, a selection (--task, --before, --after), or --all")
-    return _filter(app, task_name, before, after) if not task_ids else None
+    return _filter(task_name, before, after) if not task_ids else None
 
 
 def _what(flt: LetterFilter, total: int | None) -> str:

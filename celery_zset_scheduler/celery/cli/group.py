@@ -7,9 +7,9 @@ from typing import Any
 import click
 
 from ...errors import ConfigurationError
-from ...status import check_shard_count
-from ...store import Store
-from ..installation import Installation, ensure_installation
+from ...store import meta
+from ...store.pending import Store
+from ..state import Installation, ensure_installation
 from .options import VERBOSE
 from .output import CommandError, ExitCode, one_line
 
@@ -54,7 +54,7 @@ def installation(ctx: click.Context) -> Installation:
 def store_of(ctx: click.Context) -> Store:
     """The app's store, after checking (read-only) that its shard count matches the settings."""
     store = installation(ctx).store
-    check_shard_count(store)
+    meta.verify(store.client, store.keys)
     return store
 
 

@@ -1,44 +1,22 @@
 """Every option the ``celery zset`` commands share, defined once (and reusable by other CLIs).
 
-Times (``--eta``, ``--due-before``, ``--before``...) accept an ISO 8601 date-time (naive ones are
-read as UTC, as a Celery worker reads a naive ``eta``), ``now``, or an offset from now:
-``+10m``, ``-2h``, ``30s``, ``1d12h``.
+Times (``--eta``, ``--due-before``, ``--before``...) are parsed by :mod:`...model.times`: an ISO 8601
+date-time (naive ones are read as UTC, as a Celery worker reads a naive ``eta``), ``now``, or an
+offset from now: ``+10m``, ``-2h``, ``30s``, ``1d12h``.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
 import click
 
-from ..sender import eta_to_ms
+from ...model.times import Moment, countdown_ms, parse_moment
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 VERBOSE = "zset_verbose"
-_OFFSET = re.compile(r"^([+-]?)((?:\d+(?:\.\d+)?[smhdw])+)$")
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-@dataclass(frozen=True)
-class Moment:
-    """A point in time as typed: an absolute date-time, or seconds from now."""
-
-    text: str
-    at: datetime | None = None
-    offset: float = 0.0
-
-    def ms(self, app: Any) -> int:
-        if self.at is not None:
-            return eta_to_ms(app, self.at)
-        return math.ceil((time.time() + self.offset) * 1000)
 
 
 class MomentType(click.ParamType):  # type: ignore[type-arg]
@@ -47,17 +25,10 @@ class MomentType(click.ParamType):  # type: ignore[type-arg]
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Moment:
         if isinstance(value, Moment):
             return value
-        text = str(value).strip()
-        if text.lower() == "now":
-            return Moment(text)
-        match = _OFFSET.match(text.lower())
-        if match:
-            seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(match.group(2)))
-            return Moment(text, offset=-seconds if match.group(1) == "-" else seconds)
         try:
-            return Moment(text, at=datetime.fromisoformat(text.replace("Z", "+00:00")))
-        except ValueError:
-            self.fail(f"{text!r}: expected an ISO 8601 date-time, 'now' or an offset like +10m, -2h, 1d", param, ctx)
+            return parse_moment(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 TIME = MomentType()
@@ -118,16 +89,21 @@ dlq_filters = compose(task_option, before_option, after_option)
 due_options = compose(eta_option, countdown_option)
 
 
-def due_ms(app: Any, eta: Moment | None, countdown: float | None) -> int | None:
+def due_ms(eta: Moment | None, countdown: float | None) -> int | None:
     """The due time chosen by ``--eta``/``--countdown`` (at most one of them)."""
     if eta is not None and countdown is not None:
         raise click.UsageError("give --eta or --countdown, not both")
     if eta is not None:
-        return eta.ms(app)
+        return eta.ms()
     if countdown is not None:
-        return math.ceil((time.time() + countdown) * 1000)
+        return countdown_ms(countdown)
     return None
 
 
-def moment_ms(app: Any, moment: Moment | None) -> int | None:
-    return None if moment is None else moment.ms(app)
+def moment_ms(moment: Moment | None) -> int | None:
+    return None if moment is None else moment.ms()
+
+
+def text_of(moment: Moment | None) -> str | None:
+    """A time as typed, which binds a cursor to the filter rather than to one instant."""
+    return None if moment is None else moment.text

@@ -12,8 +12,8 @@ from typing import Any
 import click
 import redis
 
-from ...connection import describe
 from ...errors import ZSetSchedulerError
+from ...model.urls import mask_url
 
 
 class ExitCode(IntEnum):
@@ -37,7 +37,7 @@ class CommandError(click.ClickException):
 
 def one_line(exc: BaseException, url: str | None = None) -> str:
     """A one-line explanation of an unexpected error."""
-    where = f" at {describe(url)}" if url else ""
+    where = f" at {mask_url(url)}" if url else ""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return f"cannot reach Redis{where}: {exc}"
     if isinstance(exc, redis.AuthenticationError):

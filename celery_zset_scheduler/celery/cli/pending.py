@@ -7,13 +7,14 @@ from typing import Any
 
 import click
 
-from ...cursors import InvalidCursor
-from ...describe import entry_view, iso
-from ...listing import Listing, list_pending
-from ...status import redis_ms
-from .group import app_of, store_of
+from ...model.cursors import InvalidCursor
+from ...model.times import Moment, iso
+from ...ops import pending as ops
+from ...ops.pending import Listing, list_pending
+from ...store.snapshot import redis_now_ms
+from ..messages import decompress
+from .group import store_of
 from .options import (
-    Moment,
     common,
     compose,
     cursor_option,
@@ -21,6 +22,7 @@ from .options import (
     moment_ms,
     pending_filters,
     scan_limit_option,
+    text_of,
 )
 from .output import CommandError, ExitCode, emit_json, relative, table
 
@@ -44,22 +46,22 @@ def ls(
     due_after: Moment | None, shards: tuple[int, ...], limit: int, cursor: str | None, scan_limit: int,
 ) -> None:
     """List pending tasks by due time, a page at a time (never a scan of the whole store)."""
-    app, store = app_of(ctx), store_of(ctx)
+    store = store_of(ctx)
     bad = sorted(s for s in shards if s >= store.shards)
     if bad:
         raise click.BadParameter(f"{bad}: the store has shards 0..{store.shards - 1}", param_hint="--shard")
     try:
         listing = list_pending(
-            store, shards=list(shards) or None, min_due=moment_ms(app, due_after),
-            max_due=moment_ms(app, due_before), task_name=task_name, limit=limit, cursor=cursor,
-            scan_limit=scan_limit, bounds=[_text(due_after), _text(due_before)],
+            store, shards=list(shards) or None, min_due=moment_ms(due_after),
+            max_due=moment_ms(due_before), task_name=task_name, limit=limit, cursor=cursor,
+            scan_limit=scan_limit, bounds=[text_of(due_after), text_of(due_before)],
         )
     except InvalidCursor as exc:
         raise click.BadParameter(str(exc), param_hint="--cursor") from None
     if as_json:
         emit_json(listing_json(listing))
         return
-    now = redis_ms(store.client.time())
+    now = redis_now_ms(store)
     rows = [(e.task_id, e.task_name or "?", iso(e.due_ms), relative(e.due_ms, now), e.shard)
             for e in listing.entries]
     if rows:
@@ -77,15 +79,14 @@ def ls(
 def show(ctx: click.Context, as_json: bool, task_id: str) -> None:
     """Show a stored task: name, args, kwargs, headers, routing, due time and shard."""
     store = store_of(ctx)
-    entry = store.get(task_id)
-    if entry is None:
+    view = ops.show(store, task_id, decompress)
+    if view is None:
         raise CommandError(f"no pending or in-flight task with id {task_id!r}", ExitCode.NOT_FOUND)
-    view = entry_view(entry)
     if as_json:
         emit_json(view)
         return
-    now = redis_ms(store.client.time())
-    when = (f"due {view['due']} ({relative(view['due_ms'], now)})" if entry.state == "pending"
+    now = redis_now_ms(store)
+    when = (f"due {view['due']} ({relative(view['due_ms'], now)})" if view["state"] == "pending"
             else f"in flight: being published (lease until {iso(view['lease_deadline_ms'])})")
     lines = [
         ("id", view["id"]),
@@ -110,10 +111,6 @@ def show(ctx: click.Context, as_json: bool, task_id: str) -> None:
         lines += [(f"header {k}", _short(v)) for k, v in sorted(headers.items())]
     width = max(len(k) for k, _ in lines)
     click.echo("\n".join(f"{k.ljust(width)}  {v}" for k, v in lines))
-
-
-def _text(moment: Moment | None) -> str | None:
-    return None if moment is None else moment.text
 
 
 def _short(value: Any, width: int = 200) -> str:

@@ -7,9 +7,9 @@ from types import FrameType
 
 import click
 
+from ...dispatch.metrics import metrics_of
 from ...errors import ZSetSchedulerError
-from ...metrics import metrics_of
-from ..runner import build_dispatcher
+from ..dispatcher import build_dispatcher
 from .group import app_of, installation
 from .options import metrics_port_option
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from ...describe import iso
-from ...status import StoreStatus, read_status
+from ...model.times import iso
+from ...ops.status import StoreStatus, read_status
 from .group import store_of
 from .options import common, compose, count_option, interval_option, watch_option
 from .output import duration, number, relative, table

@@ -1,0 +1,53 @@
+"""Building the dispatcher of a Celery app (``beat -S zset`` and ``celery zset run`` run it)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..dispatch.config import DispatcherConfig
+from ..dispatch.generic import generic
+from ..dispatch.loop import Dispatcher
+from ..dispatch.observer import Observer, Observers
+from ..errors import ConfigurationError
+from ..model.logs import log_event
+from .publishers.kombu import KombuPublisher
+from .state import ensure_installation
+
+
+def build_dispatcher(
+    app: Any, *, pinned: set[int] | None = None, member_id: str | None = None,
+    observer: Observer | None = None, metrics_port: int | None = None,
+) -> Dispatcher:
+    """A dispatcher for ``app``; with ``zset_scheduler_metrics_port`` set (or ``metrics_port``
+    given) it also serves Prometheus metrics until it stops."""
+    inst = ensure_installation(app)
+    s = inst.settings
+    if pinned is not None:
+        bad = sorted(x for x in pinned if not 0 <= x < s.shards)
+        if bad:
+            raise ConfigurationError(f"--shards {bad}: the store has shards 0..{s.shards - 1}")
+    config = DispatcherConfig(
+        batch_size=s.batch_size,
+        lock_timeout=s.lock_timeout,
+        max_interval=s.max_interval,
+        inflight_timeout=s.inflight_timeout,
+        heartbeat_interval=s.heartbeat_interval,
+        claim_interval=s.claim_interval,
+    )
+    port = s.metrics_port if metrics_port is None else metrics_port
+    metrics = None
+    if port is not None:
+        from ..dispatch.metrics import DispatcherMetrics
+
+        metrics = DispatcherMetrics()
+        observer = metrics if observer is None else Observers(observer, metrics)
+    dispatcher = Dispatcher(
+        inst.store, config=config, member_id=member_id, pinned=pinned, dead_letters=inst.dead_letters,
+        observer=observer, handoff=generic(KombuPublisher(app)),
+    )
+    if metrics is not None and port is not None:
+        bound = metrics.serve(s.metrics_addr, port)
+        metrics.follow(dispatcher)
+        log_event(logging.INFO, "metrics.serving", addr=s.metrics_addr, port=bound, dispatcher=dispatcher.member_id)
+    return dispatcher

@@ -1,0 +1,160 @@
+"""Celery's task messages in the store's form (:class:`~..model.codec.StoredMessage`), both ways in.
+
+- :func:`build`: what the sender stores for ``send_task_message``'s arguments: routed exactly as
+  ``celery.app.amqp`` routes, serialized and compressed with the task's settings, ``eta`` cleared
+  (the store waits instead) and the send-relative ``expiration`` TTL dropped.
+- :func:`received`: a message as a worker received it (for a dead letter: the body byte for byte),
+  so a requeue schedules the same message again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kombu.common import Broadcast
+from kombu.compression import compress
+from kombu.entity import Exchange
+from kombu.exceptions import EncodeError
+from kombu.serialization import dumps, registry
+
+from ..errors import NotSerializable
+from ..model.codec import StoredMessage
+from ..model.headers import TRANSPORT_PROPERTIES
+from ..settings import Settings
+
+# Message properties that make no sense after waiting in the store (a TTL relative to send time).
+_DROPPED_PROPERTIES = ("expiration",)
+
+
+class TaskNotSerializable(NotSerializable, EncodeError):
+    """Raised at the ``apply_async`` call site; also a Kombu ``EncodeError`` as Celery raises."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """A stored message and the routing values Celery's publish signals and events report."""
+
+    message: StoredMessage
+    exchange: Any
+    routing_key: str | None
+    queue_name: str | None
+    declare: Any
+    retry_policy: dict[str, Any]
+
+
+def build(
+    app: Any, settings: Settings, name: str, message: Any, *,
+    exchange: Any = None, routing_key: str | None = None, queue: Any = None,
+    serializer: str | None = None, delivery_mode: int | None = None, compression: str | None = None,
+    declare: Any = None, headers: dict[str, Any] | None = None, exchange_type: str | None = None,
+    retry_policy: dict[str, Any] | None = None, properties: dict[str, Any] | None = None,
+    before_serialize: Any = None,
+) -> Built:
+    """Route and serialize one ``send_task_message`` call's message; mirrors Celery's sender.
+
+    ``before_serialize(built_routing)`` runs once routing is known and before the body is
+    serialized (the sender fires ``before_task_publish`` there, as Celery does).
+    """
+    headers2, properties2, body, _ = message
+    if headers:
+        headers2.update(headers)
+    if properties:
+        properties2.update(properties)
+    amqp, conf = app.amqp, app.conf
+
+    # Routing, exactly as celery.app.amqp resolves it.
+    qname = queue
+    if queue is None and exchange is None:
+        queue = amqp.default_queue
+    if queue is not None:
+        if isinstance(queue, str):
+            qname, queue = queue, amqp.queues[queue]
+        else:
+            qname = queue.name
+    if delivery_mode is None:
+        delivery_mode = getattr(getattr(queue, "exchange", None), "delivery_mode", None)
+        delivery_mode = delivery_mode or conf.task_default_delivery_mode
+    if exchange_type is None:
+        exchange_type = getattr(getattr(queue, "exchange", None), "type", None) or "direct"
+    if (not exchange or not routing_key) and exchange_type == "direct":
+        exchange, routing_key = "", qname
+    elif exchange is None:
+        exchange = queue.exchange.name or amqp.default_exchange
+        routing_key = routing_key or queue.routing_key or conf.task_default_routing_key
+    declared = qname if queue is not None and not isinstance(queue, Broadcast) else None
+    exchange_name = exchange.name if isinstance(exchange, Exchange) else str(exchange or "")
+    if declare is None and declared is not None:
+        declare = [queue]
+    policy = dict(conf.task_publish_retry_policy, **(retry_policy or {}))
+    if before_serialize is not None:
+        before_serialize(exchange, routing_key, declare, headers2, properties2, policy)
+
+    serializer = serializer or conf.task_serializer
+    content_type, content_encoding, data = _serialize(settings, name, headers2, body, serializer)
+    compression = compression or conf.task_compression
+    if compression:
+        data, headers2["compression"] = compress(data, compression)
+    stored_properties = {k: v for k, v in properties2.items() if k not in _DROPPED_PROPERTIES}
+    stored_properties["delivery_mode"] = delivery_mode
+    stored = StoredMessage(
+        task_id=headers2["id"],
+        body=data,
+        headers={**headers2, "eta": None},
+        content_type=content_type,
+        content_encoding=content_encoding,
+        properties=stored_properties,
+        exchange=exchange_name,
+        routing_key=str(routing_key or ""),
+        queue=declared,
+    )
+    return Built(stored, exchange, routing_key, qname, declare, policy)
+
+
+def _serialize(settings: Settings, name: str, headers: dict[str, Any], body: Any,
+               serializer: str) -> tuple[str, str, bytes]:
+    allowed = {registry.name_to_type.get(n, n) for n in settings.accept_content}
+    content_type = registry.name_to_type.get(serializer, serializer)
+    if content_type not in allowed:
+        raise TaskNotSerializable(
+            f"task {name!r} uses the {serializer!r} serializer, which the store does not accept: "
+            f"only {', '.join(sorted(settings.accept_content))} (add it to "
+            "zset_scheduler_accept_content to opt in)"
+        )
+    try:
+        content_type, content_encoding, data = dumps(body, serializer=serializer)
+    except (EncodeError, TypeError, ValueError) as exc:
+        raise TaskNotSerializable(
+            f"task {name!r} (id {headers.get('id')}) cannot be stored: its arguments are not "
+            f"{serializer}-serializable ({exc}); pass plain values (str, int, float, bool, None, "
+            "list, dict) or ids instead of objects"
+        ) from exc
+    if isinstance(data, str):
+        data = data.encode(content_encoding or "utf-8")
+    return content_type, content_encoding, data
+
+
+def received(message: Any, task_id: str | None = None) -> StoredMessage:
+    """A Kombu message as a worker received it, in the store's form (the body byte for byte)."""
+    delivery = message.delivery_info or {}
+    headers = dict(message.headers or {})
+    body = message.body
+    return StoredMessage(
+        task_id=str(task_id or headers.get("id") or ""),
+        body=body.encode() if isinstance(body, str) else bytes(body),
+        headers=headers,
+        content_type=message.content_type or "application/json",
+        content_encoding=message.content_encoding or "utf-8",
+        properties={k: v for k, v in (message.properties or {}).items() if k not in TRANSPORT_PROPERTIES},
+        exchange=str(delivery.get("exchange") or ""),
+        routing_key=str(delivery.get("routing_key") or ""),
+        queue=None,
+    )
+
+
+def decompress(body: bytes, compression: str) -> bytes:
+    """Kombu's decompression, for the views of stored and dead-lettered messages."""
+    from kombu.compression import decompress as kombu_decompress
+
+    result: bytes = kombu_decompress(body, compression)
+    return result

@@ -1,0 +1,131 @@
+"""Publishing stored messages through Kombu, unchanged: same id, headers, routing and priority.
+
+Kombu builds every message (envelope, priority queue, bindings), so what lands in the queue is what
+Kombu itself would write. Three ways, fastest first (docs/benchmarks.md has the figures):
+
+- a Redis broker: :mod:`.redis_queue`, a dispatcher batch in one transaction of multi-value LPUSHes;
+- a transport that batches (Kombu >= 5.7's ``Producer.batch()``): one pipelined flush a batch;
+- any other: one ``Producer.publish`` a message, with ``task_publish_retry_policy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kombu.entity import Exchange, Queue
+from kombu.exceptions import OperationalError
+
+from ...dispatch.handoff import PublishReport
+from ...model.codec import StoredMessage
+from . import redis_queue
+
+# Properties that Producer.publish takes as arguments of their own.
+_ARGUMENT_PROPERTIES = ("delivery_mode", "priority")
+# Messages per pipelined flush; the batch's own limit (operations, up to 5 a message with queue
+# expiry) is set above it so that Kombu never flushes a part we would not count as published.
+FLUSH_EVERY = 1000
+
+
+class KombuPublisher:
+    """Publishes with the app's producer pool and ``task_publish_retry_policy``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def publish(self, messages: Sequence[StoredMessage]) -> PublishReport:
+        published = 0
+        refused: dict[int, BaseException] = {}
+        try:
+            with self.app.producer_or_acquire() as producer:
+                if messages and redis_queue.can_publish(producer, messages):
+                    self._declare(producer, messages)
+                    refused = redis_queue.publish(producer, messages)  # all or nothing
+                    return PublishReport(len(messages), unpublishable=refused)
+                # getattr: Producer.batch() is new in Kombu 5.7 (the project allows older ones).
+                if len(messages) > 1 and getattr(producer, "supports_batch_publish", False):
+                    return self._publish_batched(producer, messages)
+                outage = outage_errors(producer)
+                for i, m in enumerate(messages):
+                    self._publish_or_refuse(producer, m, True, outage, refused, i)
+                    published += 1
+        except Exception as exc:  # the broker is unreachable: the dispatcher releases the rest
+            return PublishReport(published, exc, refused)
+        return PublishReport(published, unpublishable=refused)
+
+    def _publish_batched(self, producer: Any, messages: Sequence[StoredMessage]) -> PublishReport:
+        """Flushes every ``FLUSH_EVERY`` messages; a failed flush counts none of its messages.
+
+        Kombu calls a failed pipeline's outcome uncertain (some writes may have landed): those
+        messages go back to ``due`` and may be published twice, never lost (I2).
+        """
+        published = 0
+        declared: set[str] = set()
+        refused: dict[int, BaseException] = {}
+        outage = outage_errors(producer)
+        try:
+            with producer.batch(max_size=5 * FLUSH_EVERY + 1) as batch:
+                for start in range(0, len(messages), FLUSH_EVERY):
+                    chunk = messages[start:start + FLUSH_EVERY]
+                    for i, m in enumerate(chunk, start):
+                        # maybe_declare caches per channel; asking once per queue saves the lookups.
+                        first = m.queue is not None and m.queue not in declared
+                        self._publish_or_refuse(producer, m, first, outage, refused, i)
+                        if first:
+                            declared.add(str(m.queue))
+                    batch.flush()
+                    published += len(chunk)
+        except Exception as exc:
+            return PublishReport(published, exc, {i: e for i, e in refused.items() if i < published})
+        return PublishReport(published, unpublishable=refused)
+
+    def _publish_or_refuse(self, producer: Any, m: StoredMessage, declare: bool,
+                           outage: tuple[type[BaseException], ...], refused: dict[int, BaseException],
+                           index: int) -> None:
+        """Publish one message; an error of the message itself (not an outage, which is raised)
+        is recorded in ``refused`` and the batch goes on."""
+        try:
+            self._publish_one(producer, m, declare=declare)
+        except outage:
+            raise
+        except Exception as exc:
+            refused[index] = exc
+
+    def _declare(self, producer: Any, messages: Sequence[StoredMessage]) -> None:
+        policy = self.app.conf.task_publish_retry_policy
+        for name in {m.queue for m in messages if m.queue}:
+            producer.maybe_declare(self.queue(name), retry=True, **policy)
+
+    def queue(self, name: str) -> Any:
+        """The app's declaration of ``name``; for a queue the dispatcher's app does not know (the
+        sender named a ``Queue`` of its own), the one Celery creates for a missing queue."""
+        queues = self.app.amqp.queues
+        found = queues.get(name)
+        if found is None:
+            found = Queue(name, Exchange(name, type="direct"), name)
+        return found
+
+    def _publish_one(self, producer: Any, m: StoredMessage, *, declare: bool) -> None:
+        properties = dict(m.properties)
+        extra = {k: properties.pop(k) for k in _ARGUMENT_PROPERTIES if k in properties}
+        producer.publish(
+            m.body,
+            exchange=m.exchange,
+            routing_key=m.routing_key,
+            headers=dict(m.headers),
+            content_type=m.content_type,
+            content_encoding=m.content_encoding,
+            declare=[self.queue(m.queue)] if m.queue and declare else None,
+            retry=True,
+            retry_policy=self.app.conf.task_publish_retry_policy,
+            **extra,
+            **properties,
+        )
+
+
+def outage_errors(producer: Any) -> tuple[type[BaseException], ...]:
+    """Errors that mean the broker cannot be reached (wait and retry), as opposed to errors of one
+    message (refuse it)."""
+    connection = producer.connection
+    errors = tuple(getattr(connection, "connection_errors", ())) + tuple(getattr(connection, "channel_errors", ()))
+    return (OperationalError, OSError, *errors)

@@ -1,0 +1,16 @@
+"""The dispatcher's tuning, as read from the ``zset_scheduler_*`` settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DispatcherConfig:
+    batch_size: int = 500
+    lock_timeout: float = 10.0
+    max_interval: float = 5.0
+    inflight_timeout: float = 30.0
+    heartbeat_interval: float = 1.0
+    claim_interval: float = 0.002
+    backoff_max: float = 5.0

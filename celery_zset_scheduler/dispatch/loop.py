@@ -1,0 +1,291 @@
+"""The dispatcher: hand due entries of the shards this process leads to the broker.
+
+One thread does everything, in this order each pass: settle what an outage left behind, heartbeat
+and rebalance (every ``heartbeat_interval``), reap expired in-flight entries, then one batch from
+every owned shard that is due, through the :class:`~.handoff.HandOff`. It then sleeps until the
+earliest due time of its shards (by Redis time, converted to a local monotonic deadline), its next
+heartbeat or ``max_interval``, whichever is first; a schedule earlier than that publishes a wake-up
+on the store's channel.
+
+Redis or broker outages are logged once, retried with capped exponential backoff, and never drop
+a claimed entry: it is published and acked, or released to ``due``, or left in flight for the reap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+
+from ..errors import ZSetSchedulerError
+from ..model.backoff import OutageBackoff
+from ..model.logs import log_event
+from ..store.claims import Claims
+from ..store.deadletters import DeadLetters
+from ..store.pending import Store
+from .config import DispatcherConfig
+from .generic import generic
+from .handoff import BrokerUnavailable, Env, HandOffFactory, Publisher, ShardPass
+from .leadership import Leadership, new_member_id
+from .observer import Observer
+
+# Any Redis error is an outage to wait out, not a reason to exit: a full store (OOM), a failover
+# (READONLY, MASTERDOWN), a busy script, a lost connection. Exiting would crash-loop under a
+# supervisor exactly when the store needs draining.
+REDIS_ERRORS = (redis.RedisError,)
+OUTAGE_REMINDER_S = 60.0
+SLEEP_SLICE_S = 0.25  # how promptly stop() is noticed while sleeping
+# Shards due within this window are claimed in the same pass: one round trip instead of several,
+# and entries of different shards due at nearly the same time are published in due order.
+COALESCE_S = 0.005
+# A published batch is acked with the next claim when that comes this soon, else on its own.
+ACK_LINGER_S = 0.002
+
+
+class Dispatcher:
+    """Moves due entries of the shards it leads into the broker. ``run()`` blocks; ``stop()`` ends it.
+
+    ``publisher`` takes the generic path (claim, publish, ack); ``handoff`` builds another one.
+    """
+
+    def __init__(
+        self, store: Store, publisher: Publisher | None = None, config: DispatcherConfig | None = None, *,
+        member_id: str | None = None, pinned: set[int] | None = None,
+        dead_letters: DeadLetters | None = None, observer: Observer | None = None,
+        handoff: HandOffFactory | None = None,
+    ) -> None:
+        if (publisher is None) == (handoff is None):
+            raise TypeError("give a publisher (the generic path) or a handoff factory, not both")
+        self.store = store
+        self.config = config or DispatcherConfig()
+        self.member_id = member_id or new_member_id()
+        self.observer = observer or Observer()
+        self.claims = Claims(store)
+        self.leadership = Leadership(
+            store, self.member_id, self.config.lock_timeout, pinned=pinned, observer=self.observer
+        )
+        self.clock = self.leadership.clock
+        env = Env(
+            claims=self.claims, dead_letters=dead_letters or DeadLetters(store.client, store.keys),
+            observer=self.observer, meter=self.leadership.meter, clock=self.clock, config=self.config,
+            lease_valid=self._lease_valid,
+        )
+        self.handoff = (handoff or generic(publisher))(env)  # type: ignore[arg-type]
+        self._stop = threading.Event()
+        self._next_due: dict[int, float] = {}  # shard -> monotonic time its next entry is due
+        self._next_beat = 0.0
+        self._last_claim = 0.0
+        self._pubsub: Any = None
+        self._outage: str | None = None
+        self._outage_logged = 0.0
+        self._backoff = OutageBackoff(cap=self.config.backoff_max)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish the batch in hand, release its leases and return."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:
+        log_event(logging.INFO, "dispatcher.started", dispatcher=self.member_id, shards=self.store.shards)
+        self._start()
+        try:
+            while not self._stop.is_set():
+                try:
+                    busy = self.run_once()
+                    self._recovered()
+                    if not busy:
+                        self._sleep()
+                except REDIS_ERRORS as exc:
+                    self._failed("redis", exc)
+                except BrokerUnavailable as exc:
+                    self._failed("broker", exc.__cause__ or exc)
+        finally:
+            self._shutdown()
+
+    def _start(self) -> None:
+        """Check the store's shard count (a mismatch raises); wait out an outage at start."""
+        while not self._stop.is_set():
+            try:
+                self.store.check_meta()
+                return
+            except REDIS_ERRORS as exc:
+                self._failed("redis", exc)
+            except ZSetSchedulerError as exc:
+                log_event(logging.ERROR, "dispatcher.refused", dispatcher=self.member_id, error=str(exc))
+                raise
+
+    def _shutdown(self) -> None:
+        try:
+            self.handoff.settle()
+            self.leadership.release_all()
+        except REDIS_ERRORS as exc:
+            log_event(logging.WARNING, "dispatcher.shutdown_incomplete", error=repr(exc))
+        self._close_pubsub()
+        log_event(logging.INFO, "dispatcher.stopped", dispatcher=self.member_id)
+
+    def _close_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(Exception):  # a broken connection must not hide why we close it
+                pubsub.close()
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        now = time.monotonic()
+        if self._outage is None:
+            log_event(logging.WARNING, "outage.started", what=what, error=repr(exc))
+            self.observer.outage(what, exc)
+            self._outage_logged = now
+        elif now - self._outage_logged > OUTAGE_REMINDER_S:
+            log_event(logging.WARNING, "outage.continues", what=what, error=repr(exc))
+            self._outage_logged = now
+        self._outage = what
+        self._close_pubsub()  # re-subscribe after the outage
+        self._stop.wait(self._backoff.next())
+
+    def _recovered(self) -> None:
+        if self._outage is not None:
+            log_event(logging.INFO, "outage.ended", what=self._outage)
+            self._outage = None
+        self._backoff.reset()
+
+    # -- one pass -------------------------------------------------------------------------------
+
+    def run_once(self) -> bool:
+        """One pass over the owned shards; True when a shard had a full batch (no sleep wanted)."""
+        self._subscribe()  # before claiming: a claim arms the wake keys that publish to us
+        self.handoff.settle(acks=False)
+        now = time.monotonic()
+        if now >= self._next_beat:
+            self._beat()
+            self._next_beat = now + self.config.heartbeat_interval
+        return self._dispatch_due()
+
+    def _beat(self) -> None:
+        self.handoff.settle()
+        changes = self.leadership.beat()
+        for shard in changes.acquired:
+            self._next_due[shard] = 0.0  # claim at once: we do not know its next due time yet
+        for shard in changes.lost + changes.released:
+            self._next_due.pop(shard, None)
+        limit = self.config.batch_size
+        for shard, lease in list(self.leadership.owned.items()):
+            reaped = self.claims.reap(lease.fence, limit)
+            if reaped is None:
+                self._lost(shard, "reap fenced")
+            elif reaped:
+                log_event(logging.WARNING, "inflight.reaped", shard=shard, count=len(reaped))
+                self.observer.reaped(shard, len(reaped))
+                self._next_due[shard] = 0.0
+
+    def _lost(self, shard: int, reason: str) -> None:
+        self.leadership.drop(shard, reason=reason)
+        self._next_due.pop(shard, None)
+
+    def _dispatch_due(self) -> bool:
+        """Hand off every due shard in one pass; plan when to look at each again."""
+        now = time.monotonic()
+        fences = []
+        if not any(self._next_due.get(s, 0.0) <= now for s in self.leadership.owned):
+            return False
+        for shard, lease in sorted(self.leadership.owned.items()):
+            if self._next_due.get(shard, 0.0) > now + COALESCE_S:
+                continue
+            if lease.valid(now, self.config.lock_timeout):
+                fences.append(lease.fence)
+            else:  # not renewed lately (Redis trouble): wait for the next heartbeat to decide
+                self._next_due[shard] = now + self.config.heartbeat_interval
+        if not fences or self._stop.is_set():
+            return False
+        self._last_claim = time.monotonic()
+        report = self.handoff.dispatch(fences)
+        busy = False
+        for fence in fences:
+            result = report.shards[fence.shard]
+            if result.fenced:
+                self._lost(fence.shard, "claim fenced")
+                continue
+            # From when the claim was sent: an estimate that errs early only costs an empty claim,
+            # one that errs late would publish entries of different shards out of due order.
+            self._note_next_due(fence.shard, result, report.sent_at)
+            busy |= result.claimed >= self.config.batch_size
+        for shard in report.retry:
+            if shard in self.leadership.owned:
+                self._next_due[shard] = 0.0
+        error = report.broker_error
+        if error is not None:
+            raise BrokerUnavailable(f"publishing to the broker failed: {error!r}") from error
+        return busy
+
+    def _note_next_due(self, shard: int, result: ShardPass, sent_at: float) -> None:
+        # The same rule as the claim script's wake key: the earliest due entry, at most
+        # max_interval away. A schedule due before that wakes us; anything later is seen then.
+        wait = self.config.max_interval
+        if result.claimed >= self.config.batch_size:
+            wait = 0.0
+        elif result.next_due_ms is not None:
+            wait = min(wait, max(0, result.next_due_ms - result.now_ms) / 1000.0)
+        self._next_due[shard] = sent_at + wait
+
+    def _lease_valid(self, shard: int, now: float) -> bool:
+        lease = self.leadership.lease(shard)
+        return lease is not None and lease.valid(now, self.config.lock_timeout)
+
+    # -- sleeping -------------------------------------------------------------------------------
+
+    def _sleep(self) -> None:
+        now = time.monotonic()
+        deadline = min(
+            [self._next_beat, now + self.config.max_interval]
+            + [self._next_due.get(s, 0.0) for s in self.leadership.owned]
+        )
+        # While it keeps up, a dispatcher claims at most every claim_interval: a few more entries
+        # per round trip (less CPU at moderate rates) for at most that much extra lateness.
+        deadline = max(deadline, self._last_claim + self.config.claim_interval)
+        if deadline - now > ACK_LINGER_S:
+            self.handoff.settle()  # nothing to piggyback on soon: ack the last batch now
+        if deadline - now > 0:
+            self._wait_until(deadline)
+
+    def _wait_until(self, deadline: float) -> None:
+        while not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            timeout = min(remaining, SLEEP_SLICE_S)
+            if self._pubsub is None:
+                self._stop.wait(timeout)
+                continue
+            message = self._pubsub.get_message(timeout=timeout)
+            woke = False
+            while message is not None:
+                woke |= self._on_wake(message)
+                message = self._pubsub.get_message(timeout=0)
+            if woke:
+                return
+
+    def _on_wake(self, message: dict[str, Any]) -> bool:
+        if message.get("type") != "message":
+            return False
+        try:
+            shard = int(message["data"])
+        except (TypeError, ValueError):
+            return False
+        if shard in self.leadership.owned:
+            self._next_due[shard] = 0.0
+            return True
+        return False
+
+    def _subscribe(self) -> None:
+        if self._pubsub is None:
+            pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
+            pubsub.subscribe(self.store.keys.wake_channel)
+            self._pubsub = pubsub

@@ -1,0 +1,28 @@
+"""Every message header and ``apply_async`` option name the plugin uses, in one place.
+
+Headers travel with a task message (to the worker, into the store, into a dead letter); options are
+read by the sender from ``apply_async``/``send_task`` and never become message properties.
+"""
+
+from __future__ import annotations
+
+#: The idempotency key a task was scheduled under (read by ``IdempotentTask`` on the worker).
+IDEMPOTENCY_KEY = "zset_idempotency_key"
+#: Epoch ms of a task's first failure, carried across retries for its dead-letter record.
+FIRST_FAILURE = "zset_first_failure"
+#: Headers that record a failure history; a requeued dead letter starts afresh without them.
+FAILURE_HEADERS = (FIRST_FAILURE,)
+
+#: ``apply_async(idempotency_key=...)``: one pending entry per key at schedule time.
+IDEMPOTENCY_KEY_OPTION = "idempotency_key"
+#: Replace the pending entry of the same id or key instead of keeping it.
+REPLACE_OPTION = "zset_replace"
+#: A callable that receives the stored form of the message instead of the store (bulk templates).
+TEMPLATE_OPTION = "zset_template"
+#: A :class:`list` the sender appends the store's answer to (the caller wants the existing handle).
+OUTCOME_OPTION = "zset_outcome"
+#: Every option above: removed before a message goes to the broker's own sender.
+OPTIONS = (IDEMPOTENCY_KEY_OPTION, REPLACE_OPTION, TEMPLATE_OPTION, OUTCOME_OPTION)
+
+#: Properties a transport adds on delivery; not part of the message as it was sent.
+TRANSPORT_PROPERTIES = ("delivery_info", "delivery_tag", "body_encoding")

@@ -1,0 +1,129 @@
+"""The leader's side of the store: claim due entries, ack published ones, release, reap.
+
+Claim and reap are fenced: they run only while the caller's lease token and epoch are current (I3).
+Ack and release are not: a published message must be forgotten whoever leads now (I2). They act
+only on an entry still in flight under the claim that returned it (its lease deadline), so both are
+safe to run twice, as a lost reply or a replayed pipeline may do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.keys import KeySpace
+from .pending import Store
+from .scripts import Call, ScriptDef, as_int
+
+CLAIM = ScriptDef("claim", ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake"))
+ACK = ScriptDef("ack", ("inflight", "msg", "due", "pending_keys", "id_keys"))
+RELEASE = ScriptDef("release", ("inflight", "due"))
+REAP = ScriptDef("reap", ("inflight", "due", "msg", "lock", "epoch"))
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The proof of leadership a claim carries: the lease token and epoch of one shard."""
+
+    shard: int
+    token: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Claimed:
+    task_id: str
+    due_ms: int
+    payload: bytes
+    shard: int
+    lease_ms: int = 0  # the in-flight score this claim gave it: identifies the claim
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    fenced: bool  # True: the lease was lost, nothing was claimed
+    now_ms: int  # the Redis clock when claiming
+    next_due_ms: int | None  # earliest entry still pending after this claim
+    entries: list[Claimed]
+
+
+def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_wait_ms: int,
+               wake_ttl_ms: int) -> Call[ClaimResult]:
+    """``max_wait_ms``: the leader claims again at the earliest due entry or after this long,
+    whichever is first; the script records that instant in the shard's wake key."""
+
+    def parse(reply: Any) -> ClaimResult:
+        if int(reply[0]) == 0:
+            return ClaimResult(True, 0, None, [])
+        _, now, nxt, ids, scores, payloads, deadline = reply
+        entries = [
+            Claimed(i.decode(), int(float(s)), p, fence.shard, int(deadline))
+            for i, s, p in zip(ids, scores, payloads, strict=True)
+        ]
+        next_due = int(float(nxt))
+        return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries)
+
+    args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms]
+    return CLAIM.call(keys.shard(fence.shard), args, parse)
+
+
+def ack_call(keys: KeySpace, shard: int, entries: Sequence[Claimed]) -> Call[int]:
+    args: list[Any] = []
+    for e in entries:
+        args += (e.task_id, e.lease_ms)
+    return ACK.call(keys.shard(shard), args, as_int)
+
+
+def release_call(keys: KeySpace, shard: int, entries: Sequence[Claimed]) -> Call[int]:
+    args: list[Any] = []
+    for e in entries:
+        args += (e.task_id, e.lease_ms, e.due_ms)
+    return RELEASE.call(keys.shard(shard), args, as_int)
+
+
+def reap_call(keys: KeySpace, fence: Fence, limit: int) -> Call[list[str] | None]:
+    def parse(reply: Any) -> list[str] | None:
+        return None if int(reply[0]) == 0 else [i.decode() for i in reply[1]]
+
+    return REAP.call(keys.shard(fence.shard), [fence.token, fence.epoch, limit], parse)
+
+
+class Claims:
+    """Claim/ack/release/reap on top of a :class:`Store`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.keys = store.keys
+        self.scripts = store.scripts
+
+    def claim_many(self, fences: Sequence[Fence], limit: int, lease_ms: int, max_wait_ms: int = 5000,
+                   wake_ttl_ms: int = 15000, ack: Sequence[Claimed] = ()) -> dict[int, ClaimResult]:
+        """Claim from several shards in one pipelined round trip (one script call per shard);
+        ``ack``: published entries to ack first, in the same round trip."""
+        acks: list[Call[Any]] = [ack_call(self.keys, s, group) for s, group in _by_shard(ack).items()]
+        claims = [claim_call(self.keys, f, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
+                             wake_ttl_ms=wake_ttl_ms) for f in fences]
+        replies = self.scripts.run_many([*acks, *claims])[len(acks):]
+        return {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
+
+    def ack(self, entries: Sequence[Claimed]) -> int:
+        """Forget published entries (each only while still in flight under its claim)."""
+        calls = [ack_call(self.keys, s, group) for s, group in _by_shard(entries).items()]
+        return sum(self.scripts.run_many(calls))
+
+    def release(self, entries: Sequence[Claimed]) -> int:
+        """Put claimed, unpublished entries back in ``due`` at their own due time."""
+        calls = [release_call(self.keys, s, group) for s, group in _by_shard(entries).items()]
+        return sum(self.scripts.run_many(calls))
+
+    def reap(self, fence: Fence, limit: int) -> list[str] | None:
+        """Return expired in-flight entries to ``due``; None when fenced."""
+        return self.scripts.run(reap_call(self.keys, fence, limit))
+
+
+def _by_shard(entries: Sequence[Claimed]) -> dict[int, list[Claimed]]:
+    grouped: dict[int, list[Claimed]] = {}
+    for e in entries:
+        grouped.setdefault(e.shard, []).append(e)
+    return grouped

@@ -1,0 +1,109 @@
+"""Run-time idempotency keys: at most one completed execution per key while its record lives (I6).
+
+A key is acquired with a lease before the body runs and the lease is renewed while it runs, so a
+worker killed mid-task leaves a lease that simply expires; a redelivery then runs the body. Success
+records the outcome for ``ttl``; a failure releases the key (or keeps it failed, if asked).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..model.keys import KeySpace
+from ..model.logs import log_event
+from .scripts import Call, ScriptDef, Scripts, as_bool
+
+IDEM_ACQUIRE = ScriptDef("idem_acquire", ("record",))
+IDEM_RENEW = ScriptDef("idem_renew", ("record",))
+IDEM_FINISH = ScriptDef("idem_finish", ("record",))
+IDEM_RELEASE = ScriptDef("idem_release", ("record",))
+
+
+@dataclass(frozen=True)
+class Acquired:
+    state: Literal["acquired", "done", "failed", "running"]
+    outcome: Any = None  # the recorded outcome for done/failed
+    holder: str = ""  # who runs it, for running
+    retry_in: float = 0.0  # seconds until the holder's lease expires, for running
+
+
+def _acquired(reply: Any) -> Acquired:
+    state = reply[0].decode()
+    if state == "acquired":
+        return Acquired("acquired")
+    if state == "running":
+        return Acquired("running", holder=reply[1].decode(), retry_in=max(0, int(reply[2])) / 1000.0)
+    return Acquired(state, outcome=_loads(reply[1]))
+
+
+class IdempotencyKeys:
+    """The idempotency records of one store prefix."""
+
+    def __init__(self, client: Any, keys: KeySpace, scripts: Scripts | None = None) -> None:
+        self.client = client
+        self.keys = keys
+        self.scripts = scripts or Scripts(client)
+
+    def _record(self, key: str) -> tuple[str]:
+        return (self.keys.idempotency(key),)
+
+    def acquire(self, key: str, owner: str, lease: float) -> Acquired:
+        call: Call[Acquired] = IDEM_ACQUIRE.call_with(self._record(key), [owner, _ms(lease)], _acquired)
+        return self.scripts.run(call)
+
+    def renew(self, key: str, owner: str, lease: float) -> bool:
+        return self.scripts.run(IDEM_RENEW.call_with(self._record(key), [owner, _ms(lease)], as_bool))
+
+    def finish(self, key: str, owner: str, outcome: Any, ttl: float, *, failed: bool = False) -> bool:
+        args = [owner, "failed" if failed else "done", json.dumps(outcome, default=repr), _ms(ttl)]
+        return self.scripts.run(IDEM_FINISH.call_with(self._record(key), args, as_bool))
+
+    def release(self, key: str, owner: str) -> bool:
+        return self.scripts.run(IDEM_RELEASE.call_with(self._record(key), [owner], as_bool))
+
+    def state(self, key: str) -> dict[str, str]:
+        raw = self.client.hgetall(self.keys.idempotency(key))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+class LeaseKeeper:
+    """Renews a running key's lease from a background thread until stopped."""
+
+    def __init__(self, keys: IdempotencyKeys, key: str, owner: str, lease: float) -> None:
+        self.keys, self.key, self.owner, self.lease = keys, key, owner, lease
+        self._stop = threading.Event()
+        self.lost = False
+        self._thread = threading.Thread(target=self._run, name=f"zset-lease:{key}", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lease / 3.0):
+            try:
+                if not self.keys.renew(self.key, self.owner, self.lease):
+                    self.lost = True
+                    log_event(logging.WARNING, "idempotency.lease_lost", key=self.key, owner=self.owner)
+                    return
+            except Exception as exc:  # a Redis blip: try again next time, the lease has slack
+                log_event(logging.WARNING, "idempotency.renew_failed", key=self.key, error=repr(exc))
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return raw.decode(errors="replace")

@@ -1,0 +1,232 @@
+"""The sharded ZSET store: scheduling, cancelling, looking up and paging pending entries.
+
+Knows nothing of Celery: an entry is an id, a due time in integer milliseconds and the encoded
+message bytes. Every operation is one Lua script per shard (atomic, single slot) and costs
+O(log n) in the number of pending entries (I4); bulk calls pipeline one script call per chunk.
+The dispatcher's side (claim, ack, release, reap) is in :mod:`.claims`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..model.keys import KeySpace
+from . import meta
+from .schedule import NewEntry, ScheduleResult, schedule_call
+from .scripts import Call, ScriptDef, Scripts, as_bool
+from .stream import ScheduleStream
+
+# Entries per schedule script call: big enough to amortize the round trip, small enough that
+# one call never blocks Redis for long (about a millisecond).
+CHUNK = 500
+
+CANCEL = ScriptDef("cancel", ("due", "msg", "inflight", "pending_keys", "id_keys"))
+GET = ScriptDef("get", ("due", "inflight", "msg"))
+PAGE = ScriptDef("page", ("due", "msg"))
+RESCHEDULE = ScriptDef("reschedule", ("due", "wake"))
+
+
+CancelStatus = Literal["cancelled", "inflight", "unknown"]
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    task_id: str
+    shard: int
+    state: Literal["pending", "inflight"]
+    score_ms: int  # due time when pending, lease deadline when in flight
+    payload: bytes | None
+
+
+@dataclass(frozen=True)
+class PageEntry:
+    task_id: str
+    due_ms: int
+    payload: bytes | None
+
+
+@dataclass(frozen=True)
+class Page:
+    entries: list[PageEntry]
+    cursor: tuple[int, str] | None  # pass back as ``after`` for the next page; None at the end
+
+
+# -- the script wrappers ------------------------------------------------------------------------
+
+def cancel_call(keys: KeySpace, shard: int, ids: Sequence[str]) -> Call[dict[str, CancelStatus]]:
+    def parse(replies: Any) -> dict[str, CancelStatus]:
+        named: dict[int, CancelStatus] = {1: "cancelled", -1: "inflight", 0: "unknown"}
+        return {i: named[int(r)] for i, r in zip(ids, replies, strict=True)}
+
+    return CANCEL.call(keys.shard(shard), ids, parse)
+
+
+def get_call(keys: KeySpace, shard: int, task_id: str) -> Call[StoredEntry | None]:
+    def parse(reply: Any) -> StoredEntry | None:
+        if not reply:
+            return None
+        state: Literal["pending", "inflight"] = "pending" if reply[0] == b"pending" else "inflight"
+        return StoredEntry(task_id, shard, state, int(float(reply[1])), reply[2] or None)
+
+    return GET.call(keys.shard(shard), [task_id], parse)
+
+
+def reschedule_call(keys: KeySpace, shard: int, task_id: str, due_ms: int) -> Call[bool]:
+    return RESCHEDULE.call(keys.shard(shard), [keys.wake_channel, shard, task_id, int(due_ms)], as_bool)
+
+
+def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_due: int | None,
+              max_due: int | None, limit: int, with_payloads: bool) -> Call[Page]:
+    limit = max(1, int(limit))
+    args = [
+        "" if after is None else int(after[0]),
+        "" if after is None else after[1],
+        "-inf" if min_due is None else int(min_due),
+        "+inf" if max_due is None else int(max_due),
+        limit,
+        "1" if with_payloads else "0",
+    ]
+
+    def parse(reply: Any) -> Page:
+        ids, scores, payloads = reply
+        entries = [
+            PageEntry(i.decode(), int(float(s)), (payloads[n] or None) if with_payloads else None)
+            for n, (i, s) in enumerate(zip(ids, scores, strict=True))
+        ]
+        cursor = (entries[-1].due_ms, entries[-1].task_id) if len(entries) == limit else None
+        return Page(entries, cursor)
+
+    return PAGE.call(keys.shard(shard), args, parse)
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+class Store:
+    """One client's view of the store at ``prefix`` with ``shards`` shards."""
+
+    def __init__(self, client: Any, keys: KeySpace) -> None:
+        self.client = client
+        self.keys = keys
+        self.scripts = Scripts(client)
+        self._meta_checked = False
+        self._meta_lock = threading.Lock()
+
+    @property
+    def shards(self) -> int:
+        return self.keys.shards
+
+    def check_meta(self) -> None:
+        """Record the shard count on first use; refuse a store created with another one."""
+        if self._meta_checked:
+            return
+        with self._meta_lock:
+            if not self._meta_checked:
+                meta.ensure(self.scripts, self.keys)
+                self._meta_checked = True
+
+    # -- scheduling -----------------------------------------------------------------------------
+
+    def schedule(
+        self, task_id: str, due_ms: int, payload: bytes, *,
+        idempotency_key: str | None = None, replace: bool = False,
+    ) -> ScheduleResult:
+        """Schedule one entry; an id (or idempotency key) already pending is left as it is.
+
+        A direct script call, not a one-command pipeline: one round trip per ``apply_async``.
+        """
+        self.check_meta()
+        entry = NewEntry(task_id, due_ms, payload, idempotency_key)
+        shard = self.keys.shard_of(idempotency_key or task_id)
+        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace))[0]
+
+    def schedule_many(self, entries: Sequence[NewEntry], *, replace: bool = False) -> list[ScheduleResult]:
+        """Schedule many entries in one pipelined round trip; results are in the input order."""
+        self.check_meta()
+        by_shard: dict[int, list[int]] = defaultdict(list)
+        for index, entry in enumerate(entries):
+            by_shard[self.keys.shard_of(entry.idempotency_key or entry.task_id)].append(index)
+        chunks: list[list[int]] = []
+        calls: list[Call[list[ScheduleResult]]] = []
+        for shard, indexes in by_shard.items():
+            for start in range(0, len(indexes), CHUNK):
+                chunk = indexes[start:start + CHUNK]
+                calls.append(schedule_call(self.keys, shard, [entries[i] for i in chunk], replace))
+                chunks.append(chunk)
+        results: list[ScheduleResult | None] = [None] * len(entries)
+        for chunk, replies in zip(chunks, self.scripts.run_many(calls), strict=True):
+            for i, result in zip(chunk, replies, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
+
+    def add_many(self, entries: Iterable[tuple[str, int, bytes]]) -> int:
+        """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
+        as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
+        self.check_meta()
+        with ScheduleStream(self.client, self.keys, CHUNK) as stream:
+            for task_id, due_ms, payload in entries:
+                stream.add(task_id, due_ms, payload)
+        return stream.created
+
+    def reschedule(self, task_id: str, due_ms: int) -> bool:
+        """Move a pending entry to ``due_ms``; False when it is not pending."""
+        return self._first_hit(task_id, lambda shard: reschedule_call(self.keys, shard, task_id, due_ms)) is not None
+
+    def cancel(self, task_ids: Iterable[str]) -> dict[str, CancelStatus]:
+        """Cancel pending entries. In-flight ones (being published right now) cannot be."""
+        ids = list(dict.fromkeys(task_ids))
+        status: dict[str, CancelStatus] = dict.fromkeys(ids, "unknown")
+        by_shard: dict[int, list[str]] = defaultdict(list)
+        for task_id in ids:
+            by_shard[self.keys.shard_of(task_id)].append(task_id)
+        self._cancel_in(by_shard, status)
+        # Entries scheduled under an idempotency key live in the key's shard: look there too.
+        missing = [i for i, s in status.items() if s == "unknown"]
+        if missing and self.shards > 1:
+            self._cancel_in({s: missing for s in range(self.shards)}, status)
+        return status
+
+    def _cancel_in(self, by_shard: dict[int, list[str]], status: dict[str, CancelStatus]) -> None:
+        calls = [
+            cancel_call(self.keys, shard, ids[start:start + CHUNK])
+            for shard, ids in by_shard.items() for start in range(0, len(ids), CHUNK)
+        ]
+        for outcome in self.scripts.run_many(calls):
+            for task_id, found in outcome.items():
+                if found == "cancelled" or (found == "inflight" and status[task_id] == "unknown"):
+                    status[task_id] = found
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def get(self, task_id: str) -> StoredEntry | None:
+        """The pending or in-flight entry of ``task_id``, or None."""
+        found = self._first_hit(task_id, lambda shard: get_call(self.keys, shard, task_id))
+        return None if found is None else found[1]
+
+    def page(
+        self, shard: int, *, after: tuple[int, str] | None = None, min_due: int | None = None,
+        max_due: int | None = None, limit: int = 100, with_payloads: bool = False,
+    ) -> Page:
+        """One page of a shard's pending entries in due order, starting after ``after``."""
+        call = page_call(self.keys, shard, after=after, min_due=min_due, max_due=max_due, limit=limit,
+                         with_payloads=with_payloads)
+        return self.scripts.run(call)
+
+    def _first_hit(self, task_id: str, make: Any) -> tuple[int, Any] | None:
+        """Run ``make(shard)``'s call on the id's own shard, then (one round trip) on the others;
+        the first truthy reply.
+
+        Entries scheduled under an idempotency key live in the key's shard, which only the
+        second step finds. Either way the cost is independent of the number of entries (I4).
+        """
+        own = self.keys.shard_of(task_id)
+        for shards in ([own], [s for s in range(self.shards) if s != own]):
+            if not shards:
+                continue
+            for shard, reply in zip(shards, self.scripts.run_many([make(s) for s in shards]), strict=True):
+                if reply:
+                    return shard, reply
+        return None

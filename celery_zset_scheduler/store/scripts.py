@@ -1,0 +1,179 @@
+"""The Lua scripts: one ``lua/<name>-<number of keys>.lua`` file per atomic operation, and the one
+place where they are run.
+
+Shared helpers live in ``lua/includes/`` and are pasted in where a script says
+``--- @include "name"`` (each at most once). Each script has one :class:`ScriptDef`, next to the
+store code that uses it: the names of its KEYS in the order of the file's header (a test compares
+them with the header). Its typed wrapper builds a :class:`Call` (keys from a key set by name,
+arguments by name, and how to read the reply), and :class:`Scripts` runs calls: one, or many in one
+round trip. The key count in the file name is checked on every call, so a wrapper that passes the
+wrong keys fails loudly instead of touching the wrong slot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Generic, TypeVar
+
+import redis
+from redis.exceptions import NoScriptError
+
+T = TypeVar("T")
+
+_INCLUDE = re.compile(r'^--- @include "([A-Za-z0-9_\-]+)"\s*$', re.MULTILINE)
+_NAME = re.compile(r"^([a-z_]+)-(\d+)\.lua$")
+
+
+def _read(path: str) -> str:
+    return resources.files(__package__).joinpath("lua").joinpath(path).read_text(encoding="utf-8")
+
+
+def resolve_includes(source: str, read: Any = None, _seen: set[str] | None = None) -> str:
+    """Paste every ``--- @include "name"`` from ``includes/name.lua``, recursively, once each."""
+    read = read or (lambda name: _read(f"includes/{name}.lua"))
+    seen = set() if _seen is None else _seen
+
+    def paste(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in seen:
+            return f"-- (include {name}: already pasted above)"
+        seen.add(name)
+        return resolve_includes(read(name), read, seen).rstrip("\n")
+
+    return _INCLUDE.sub(paste, source)
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    numkeys: int
+    text: str  # with the includes pasted in
+    sha: str
+
+
+@cache
+def sources() -> dict[str, Source]:
+    """Every script shipped in the package, by name."""
+    found: dict[str, Source] = {}
+    for entry in resources.files(__package__).joinpath("lua").iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            text = resolve_includes(entry.read_text("utf-8"))
+            sha = hashlib.sha1(text.encode("utf-8")).hexdigest()
+            found[match.group(1)] = Source(match.group(1), int(match.group(2)), text, sha)
+    return found
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One script call, ready to run: its keys in header order, its arguments, and its reply reader."""
+
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[Any, ...]
+    parse: Callable[[Any], T]
+
+
+#: Every ScriptDef made, by script name (the test of the headers walks it).
+DEFINITIONS: dict[str, ScriptDef] = {}
+
+
+@dataclass(frozen=True)
+class ScriptDef:
+    """A script's KEYS by name, in the order of its file's header.
+
+    ``keys`` name attributes of the key set the wrapper passes (a shard's ``ShardKeys``, the
+    ``KeySpace``), or, for a key computed per call, the name its header gives it.
+    """
+
+    name: str
+    keys: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        DEFINITIONS[self.name] = self
+
+    def call(self, keyset: Any, args: Sequence[Any], parse: Callable[[Any], T]) -> Call[T]:
+        """A call taking each key from ``keyset`` by name."""
+        return Call(self.name, tuple(getattr(keyset, k) for k in self.keys), tuple(args), parse)
+
+    def call_with(self, keys: Sequence[str], args: Sequence[Any], parse: Callable[[Any], T]) -> Call[T]:
+        """A call with keys given in header order (for keys computed per call)."""
+        if len(keys) != len(self.keys):
+            raise TypeError(f"{self.name}.lua takes the keys {self.keys}, got {len(keys)}")
+        return Call(self.name, tuple(keys), tuple(args), parse)
+
+
+def as_int(reply: Any) -> int:
+    return int(reply)
+
+
+def as_bool(reply: Any) -> bool:
+    return bool(int(reply))
+
+
+class Scripts:
+    """Runs calls on one client: a call alone, or many in one pipelined round trip.
+
+    Calls are sent as bare ``EVALSHA`` (redis-py would check every script of a pipeline with
+    ``SCRIPT EXISTS`` before each execute: one more round trip per claim, ack and bulk chunk).
+    After a flushed script cache (a restarted Redis) only the calls answered NOSCRIPT are sent
+    again, once the scripts are loaded: a call that ran is never repeated, so a pipeline that acks
+    one batch and claims the next cannot claim twice.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._sources = sources()
+
+    def _evalsha_args(self, call: Call[Any]) -> tuple[Any, ...]:
+        source = self._sources[call.script]
+        if len(call.keys) != source.numkeys:
+            raise TypeError(f"{call.script}.lua takes {source.numkeys} keys, got {len(call.keys)}")
+        return (source.sha, len(call.keys), *call.keys, *call.args)
+
+    def run(self, call: Call[T], client: Any = None) -> T:
+        target = self.client if client is None else client
+        args = self._evalsha_args(call)
+        try:
+            reply = target.evalsha(*args)
+        except NoScriptError:
+            target.script_load(self._sources[call.script].text)
+            reply = target.evalsha(*args)
+        return call.parse(reply)
+
+    def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Every call in one round trip; replies in call order. Raises the first error, after
+        every call that could run has run (as ``pipeline.execute()`` does)."""
+        replies = self.settle(calls)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    def settle(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Every call in one round trip; each reply parsed, or the error that call met."""
+        if not calls:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            pipe.evalsha(*self._evalsha_args(call))
+        raw = list(pipe.execute(raise_on_error=False))
+        missing = [i for i, r in enumerate(raw) if isinstance(r, NoScriptError)]
+        if missing:
+            client = redis.Redis(connection_pool=pipe.connection_pool)
+            for name in {calls[i].script for i in missing}:
+                client.script_load(self._sources[name].text)
+            again = client.pipeline(transaction=False)
+            for i in missing:
+                again.evalsha(*self._evalsha_args(calls[i]))
+            for i, reply in zip(missing, again.execute(raise_on_error=False), strict=True):
+                raw[i] = reply
+        out: list[Any] = []
+        for call, reply in zip(calls, raw, strict=True):
+            out.append(reply if isinstance(reply, Exception) else call.parse(reply))
+        return out

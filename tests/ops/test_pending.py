@@ -1,0 +1,89 @@
+"""What the CLI and the admin call for pending tasks, without click: paging, show, bulk actions."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from celery_zset_scheduler.model.cursors import InvalidCursor
+from celery_zset_scheduler.ops import pending as ops
+from celery_zset_scheduler.store.pending import Store
+from celery_zset_scheduler.store.schedule import NewEntry
+from celery_zset_scheduler.store.snapshot import redis_now_ms
+
+from ..support.tools import pending
+from .conftest import message
+
+NOW = int(time.time() * 1000) + 3_600_000
+
+
+def fill(store: Store, n: int, task: str = "t.add", start: int = 0, due: int | None = None) -> list[str]:
+    ids = [f"{task}-{i}" for i in range(start, start + n)]
+    store.schedule_many([NewEntry(i, NOW + (k if due is None else due), message(i, task)) for k, i in enumerate(ids)])
+    return ids
+
+
+def test_pages_merge_every_shard_in_due_order_and_resume_by_cursor(store: Store) -> None:
+    ids = fill(store, 230)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = ops.list_pending(store, limit=50, cursor=cursor)
+        seen += [e.task_id for e in page.entries]
+        assert [e.due_ms for e in page.entries] == sorted(e.due_ms for e in page.entries)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert seen == ids  # due order across shards, each once
+
+
+def test_a_task_name_filter_reads_a_bounded_number_per_call(store: Store) -> None:
+    fill(store, 300, "t.other")
+    wanted = fill(store, 5, "t.add", due=400)
+    page = ops.list_pending(store, task_name="t.add", limit=10, scan_limit=100)
+    assert page.entries == [] and page.scanned == 100 and page.cursor is not None
+    found: list[str] = []
+    cursor: str | None = page.cursor
+    while cursor is not None:
+        page = ops.list_pending(store, task_name="t.add", limit=10, scan_limit=100, cursor=cursor)
+        found += [e.task_id for e in page.entries]
+        cursor = page.cursor
+    assert sorted(found) == sorted(wanted)
+
+
+def test_a_cursor_made_with_other_filters_is_refused(store: Store) -> None:
+    fill(store, 20)
+    page = ops.list_pending(store, limit=5)
+    assert page.cursor is not None
+    with pytest.raises(InvalidCursor, match="other filters"):
+        ops.list_pending(store, limit=5, cursor=page.cursor, task_name="t.add")
+
+
+def test_show_decodes_the_arguments(store: Store) -> None:
+    (task_id,) = fill(store, 1)
+    view = ops.show(store, task_id)
+    assert view is not None and view["task"] == "t.add" and view["args"] == [1, 2] and view["state"] == "pending"
+    assert ops.show(store, "nope") is None
+
+
+def test_cancel_a_selection_takes_exactly_the_selection(store: Store) -> None:
+    fill(store, 40, "t.add")
+    keep = fill(store, 40, "t.keep")
+    selection = ops.Selection(task_name="t.add")
+    assert ops.count_selected(store, selection) == 80  # a task name is not counted (no index)
+    done: list[int] = []
+    counts = ops.cancel_selected(store, selection, done.append)
+    assert counts == {"cancelled": 40} and sum(done) == 80
+    assert pending(store) == 40 and all(store.get(i) for i in keep)
+    with pytest.raises(ValueError, match="the store has shards 0..3"):
+        ops.count_selected(store, ops.Selection(shards=[7]))
+
+
+def test_run_now_moves_tasks_to_redis_time(store: Store) -> None:
+    ids = fill(store, 3)
+    before = redis_now_ms(store)
+    when, outcome = ops.run_now(store, [*ids, "gone"])
+    assert before <= when <= redis_now_ms(store)
+    assert outcome == {**dict.fromkeys(ids, "rescheduled"), "gone": "not_pending"}
+    assert all(getattr(store.get(i), "score_ms", None) == when for i in ids)

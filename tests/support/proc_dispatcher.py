@@ -1,0 +1,67 @@
+"""A dispatcher process that stops itself at a chosen point of the hand-over, for crash tests.
+
+    python -m tests.support.proc_dispatcher claimed    # SIGSTOP itself after a claim, before publishing
+    python -m tests.support.proc_dispatcher published  # SIGSTOP itself after publishing, before the ack
+
+It prints ``PAUSED <point> <json ids of the batch in hand>`` first, so the test knows the batch,
+then kills it (-9) or resumes it (SIGCONT). Only the test drives it: the product has no such hook.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from celery_zset_scheduler.celery.dispatcher import build_dispatcher
+from celery_zset_scheduler.dispatch.loop import Dispatcher
+
+from .proc_app import app
+
+
+def pause(point: str, ids: list[str]) -> None:
+    print(f"PAUSED {point} {json.dumps(ids)}", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def hook(dispatcher: Dispatcher, point: str) -> None:
+    """Pause between the generic hand-off's steps: after the claim (before decoding and
+    publishing), or after the publish (before the ack, which rides on the next claim)."""
+    handoff: Any = dispatcher.handoff
+    paused = False
+    decode, publish = handoff._decode, handoff.publisher.publish
+
+    def pause_then_decode(entries: list[Any]) -> Any:
+        nonlocal paused
+        if point == "claimed" and not paused:
+            paused = True
+            pause(point, [e.task_id for e in entries])
+        return decode(entries)
+
+    def publish_then_pause(messages: list[Any]) -> Any:
+        nonlocal paused
+        report = publish(messages)
+        if point == "published" and not paused and report.published:
+            paused = True
+            pause(point, [m.task_id for m in messages[: report.published]])
+        return report
+
+    handoff._decode = pause_then_decode
+    handoff.publisher = type("Paused", (), {"publish": staticmethod(publish_then_pause)})()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(process)d %(levelname)s %(message)s")
+    dispatcher = build_dispatcher(app)
+    hook(dispatcher, sys.argv[1])
+    signal.signal(signal.SIGTERM, lambda *_: dispatcher.stop())
+    print(f"MEMBER {dispatcher.member_id}", flush=True)
+    dispatcher.run()
+
+
+if __name__ == "__main__":
+    main()
