@@ -11,6 +11,7 @@ from ..dispatch.loop import Dispatcher
 from ..dispatch.observer import Observer, Observers
 from ..errors import ConfigurationError
 from ..model.logs import log_event
+from .messages import MessageCheck
 from .publishers.kombu import KombuPublisher
 from .state import ensure_installation
 
@@ -44,7 +45,7 @@ def build_dispatcher(
         observer = metrics if observer is None else Observers(observer, metrics)
     dispatcher = Dispatcher(
         inst.store, config=config, member_id=member_id, pinned=pinned, dead_letters=inst.dead_letters,
-        observer=observer, handoff=generic(KombuPublisher(app)),
+        observer=observer, handoff=generic(KombuPublisher(app), check=MessageCheck(s.accept_content)),
     )
     if metrics is not None and port is not None:
         bound = metrics.serve(s.metrics_addr, port)

@@ -158,3 +158,58 @@ def decompress(body: bytes, compression: str) -> bytes:
 
     result: bytes = kombu_decompress(body, compression)
     return result
+
+
+class MessageCheck:
+    """Why a worker would discard a message without running it (None: it would run it).
+
+    The dispatcher calls it before the hand-off, so that an entry written into the store by another
+    program (a pickle message, a broken body) is dead-lettered with the reason instead of being
+    "ignored and discarded" by the worker, neither run nor kept.
+    """
+
+    def __init__(self, accept: tuple[str, ...]) -> None:
+        self.accept = accept
+        self.allowed = {registry.name_to_type.get(n, n) for n in accept}
+
+    def __call__(self, message: StoredMessage) -> str | None:
+        from kombu.compression import decompress as kombu_decompress
+        from kombu.serialization import loads
+
+        if message.content_type not in self.allowed:
+            return (f"content type {message.content_type!r} is not in zset_scheduler_accept_content "
+                    f"({', '.join(sorted(self.accept))}): a worker would discard it")
+        headers = message.headers
+        malformed = _malformed_header(headers, message.task_id)
+        if malformed:
+            return malformed
+        body = message.body
+        try:
+            if headers.get("compression"):
+                body = kombu_decompress(body, headers["compression"])
+            data = loads(body, message.content_type, message.content_encoding, accept=self.allowed)
+        except Exception as exc:  # any codec error means the worker cannot decode it either
+            return f"the body does not decode as {message.content_type}: {type(exc).__name__}: {exc}"
+        if isinstance(data, (list, tuple)):
+            if len(data) != 3 or not isinstance(data[0], (list, tuple)) or not isinstance(data[1], dict):
+                return "the body is not Celery's [args, kwargs, embed]"
+        elif not isinstance(data, dict):  # protocol 1 bodies are a mapping
+            return "the body is not a Celery task message"
+        return None
+
+
+def _malformed_header(headers: dict[str, Any], task_id: str) -> str | None:
+    if not isinstance(headers.get("task"), str) or not headers["task"]:
+        return "the task header is missing or not a task name"
+    if not isinstance(headers.get("id", task_id), str):
+        return "the id header is not a string"
+    retries = headers.get("retries", 0)
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        return f"the retries header is malformed: {retries!r}"
+    for name in ("eta", "expires"):
+        if not isinstance(headers.get(name), (str, type(None))):
+            return f"the {name} header is malformed: {headers[name]!r}"
+    limits = headers.get("timelimit", [None, None])
+    if not (isinstance(limits, (list, tuple)) and len(limits) == 2):
+        return f"the timelimit header is malformed: {limits!r}"
+    return None

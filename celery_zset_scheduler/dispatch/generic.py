@@ -1,69 +1,120 @@
 """The generic hand-off, for any broker: claim -> publish through Kombu -> ack.
 
-Each step returns what the next one needs: the claim (one round trip for every due shard, carrying
-the acks of the previous batch), decoding (poison entries are dead-lettered), the lease check (a
-batch of a shard whose lease lapsed is handed back, not published), publishing, then settling the
-report (refused messages dead-lettered, the published counted and acked, the rest released).
+Each step returns what the next one needs:
+
+1. **claim**: one round trip for every due shard, carrying the acks of the previous batch; each
+   shard's outcome stands alone (an error of one shard is that shard's, the others go on);
+2. **decode and check**: an entry that does not decode, or that a worker would discard (a content
+   type it does not accept, a body that does not decode, malformed headers), is dead-lettered;
+3. **order**: entries of all shards are merged in due order, and those due after the earliest
+   claim's Redis time are held for the next pass (a later claim in the same round trip may have
+   read a later clock: publishing them now could put them ahead of an entry that claim missed);
+4. **publish** through a :class:`~.handoff.Publisher`, which checks each shard's lease at the
+   moment of hand-off (:class:`LeaseGuard`);
+5. **settle the report**: refused messages dead-lettered, published ones counted and acked (with
+   the next claim), lapsed and unpublished ones released to ``due``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import redis
 
 from ..errors import PoisonMessage
 from ..model.codec import StoredMessage, decode
 from ..model.letters import DeadLetter
 from ..model.logs import log_event
-from ..store.claims import Claimed, Fence
-from .handoff import Env, HandOffFactory, Pass, Publisher, PublishReport, ShardPass
+from ..store.claims import Claimed, ClaimResult, Fence
+from .handoff import Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
+
+#: Why a worker would discard a message (None: it would run it); the Celery layer provides it.
+Check = Callable[[StoredMessage], "str | None"]
 
 
 @dataclass(frozen=True)
-class Batch:
-    """Claimed entries that decoded, in due order, with their messages."""
+class Item:
+    """A claimed entry that decoded, with its message and the claim it came from."""
 
-    entries: list[Claimed]
-    messages: list[StoredMessage]
-
-    def without(self, shards: set[int]) -> tuple[Batch, list[Claimed]]:
-        keep = [i for i, e in enumerate(self.entries) if e.shard not in shards]
-        dropped = [e for e in self.entries if e.shard in shards]
-        return Batch([self.entries[i] for i in keep], [self.messages[i] for i in keep]), dropped
+    entry: Claimed
+    message: StoredMessage
+    fence: Fence
+    claimed_at: float  # monotonic time the claim's reply arrived
 
 
-def generic(publisher: Publisher) -> HandOffFactory:
+def generic(publisher: Publisher, check: Check | None = None) -> HandOffFactory:
     """The factory a dispatcher calls with its environment."""
-    return lambda env: GenericHandOff(env, publisher)
+    return lambda env: GenericHandOff(env, publisher, check)
+
+
+class LeaseGuard:
+    """The batch's fences, checked against the dispatcher's own clock (and by the publisher, where
+    the broker is the store's Redis, inside the transaction that writes the messages)."""
+
+    def __init__(self, env: Env, fences: dict[int, Fence]) -> None:
+        self._env = env
+        self._fences = fences
+
+    def still_ours(self, shard: int) -> bool:
+        return self._env.lease_valid(shard, time.monotonic())
+
+    def fence(self, shard: int) -> Fence:
+        return self._fences[shard]
+
+    def lease_keys(self, shard: int) -> tuple[str, str]:
+        sk = self._env.claims.keys.shard(shard)
+        return sk.lock, sk.epoch
+
+    @property
+    def store_client(self) -> object:
+        return self._env.claims.store.client
 
 
 class GenericHandOff:
-    def __init__(self, env: Env, publisher: Publisher) -> None:
+    def __init__(self, env: Env, publisher: Publisher, check: Check | None = None) -> None:
         self.env = env
         self.publisher = publisher
+        self.check = check
         # Published, not yet acked: acked with the next claim (one round trip less per pass) or
         # before sleeping, whichever comes first; kept across a Redis outage until acked.
         self._to_ack: list[Claimed] = []
         self._unreleased: list[Claimed] = []
-        self._retry: set[int] = set()  # shards whose entries went back to due in this pass
+        self._held: list[Item] = []  # claimed, due after a pass's cutoff: published with the next one
+        self._retry: set[int] = set()  # shards to claim again at once
 
     # -- the loop's interface -------------------------------------------------------------------
 
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
+
     def dispatch(self, fences: Sequence[Fence]) -> Pass:
         self._retry = set()
-        passed, entries, claimed_at = self._claim(fences)
+        passed, claimed, cutoffs = self._claim(fences)
+        items = self._held + self._check(self._decode(claimed, passed.answered_at))
+        items.sort(key=lambda i: i.entry.order)  # due order; ties in the order they reached the store
+        cutoff = min(cutoffs)[0] if cutoffs else 2 ** 62
+        ready = [i for i in items if i.entry.due_ms <= cutoff]
+        self._held = [i for i in items if i.entry.due_ms > cutoff]
+        if self._held:  # claim the shards that set the cutoff again at once: they free what is held
+            self._retry.update(shard for covered, shard in cutoffs if covered == cutoff)
+        ready = self._keep_fresh(ready)
         error: BaseException | None = None
-        batch = self._keep_fresh(self._decode(entries), claimed_at) if entries else Batch([], [])
-        if batch.entries:
+        if ready:
             started = time.monotonic()
-            report = self.publisher.publish(batch.messages)
-            self._settle_report(batch, report, started)
+            guard = LeaseGuard(self.env, {i.entry.shard: i.fence for i in ready})
+            report = self.publisher.publish([Outgoing(i.message, i.entry.shard) for i in ready], guard)
+            self._settle_report(ready, report, started)
             error = report.error
         return Pass(passed.shards, passed.sent_at, passed.answered_at, error, frozenset(self._retry))
 
     def settle(self, *, acks: bool = True) -> None:
+        if acks and self._held:  # not published yet: back to due, to be claimed again in due order
+            self._unreleased.extend(i.entry for i in self._held)
+            self._held = []
         if acks and self._to_ack:
             self.env.claims.ack(self._to_ack)
             self._to_ack = []
@@ -73,72 +124,129 @@ class GenericHandOff:
 
     # -- the steps ------------------------------------------------------------------------------
 
-    def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[Claimed], float]:
-        """One round trip: the held-back acks, then a claim on every shard."""
+    def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[tuple[Claimed, Fence]], list[tuple[int, int]]]:
+        """One round trip: the held-back acks, then a claim on every shard. Returns the pass, the
+        claimed entries and, per shard claimed, ``(covered, shard)``: the latest due time that
+        claim took everything up to (the pass may publish up to the smallest of them)."""
         config = self.env.config
         sent_at = time.monotonic()
-        results = self.env.claims.claim_many(
+        claimed = self.env.claims.claim_many(
             fences, config.batch_size, int(config.inflight_timeout * 1000),
             max_wait_ms=int(config.max_interval * 1000),
             wake_ttl_ms=int((config.max_interval + config.lock_timeout) * 1000),
             ack=self._to_ack,
         )
-        self._to_ack = []
+        self._to_ack = list(claimed.unacked)  # acks that failed go again with the next claim
         answered_at = time.monotonic()
         shards: dict[int, ShardPass] = {}
-        entries: list[Claimed] = []
+        entries: list[tuple[Claimed, Fence]] = []
+        cutoffs: list[tuple[int, int]] = []
         for fence in fences:
-            result = results[fence.shard]
+            result = claimed.results[fence.shard]
+            if isinstance(result, Exception):
+                shards[fence.shard] = ShardPass(False, 0, None, 0, error=result)
+                continue
             shards[fence.shard] = ShardPass(result.fenced, result.now_ms, result.next_due_ms, len(result.entries))
             if result.fenced:
                 continue
             self.env.clock.observe(result.now_ms, (sent_at + answered_at) / 2)
             self.env.observer.claimed(fence.shard, len(result.entries), answered_at - sent_at)
-            entries += result.entries
-        # Due order across shards: entries of two shards due a millisecond apart stay in order.
-        entries.sort(key=lambda e: e.due_ms)
-        return Pass(shards, sent_at, answered_at), entries, answered_at
+            if result.orphans:
+                self._orphans(fence.shard, result.orphans)
+            entries += [(e, fence) for e in result.entries]
+            cutoffs.append((self._covered(result), fence.shard))
+        return Pass(shards, sent_at, answered_at), entries, cutoffs
 
-    def _decode(self, entries: list[Claimed]) -> Batch:
+    def _covered(self, result: ClaimResult) -> int:
+        """The latest due time this claim took everything up to: its Redis time, or, for a full
+        batch, just before the last due time it reached (more entries of that time may remain)."""
+        if len(result.entries) < self.env.config.batch_size or not result.entries:
+            return result.now_ms
+        first, last = result.entries[0].due_ms, result.entries[-1].due_ms
+        return last if first == last else last - 1  # a batch of one instant: nothing to wait for
+
+    def _decode(self, entries: list[tuple[Claimed, Fence]], claimed_at: float) -> list[Item]:
         """Messages of the entries; an entry that does not decode is dead-lettered (and acked)."""
-        good: list[Claimed] = []
-        messages: list[StoredMessage] = []
+        items: list[Item] = []
         poison: list[tuple[Claimed, PoisonMessage]] = []
-        for entry in entries:
+        for entry, fence in entries:
             try:
-                messages.append(decode(entry.task_id, entry.payload))
-                good.append(entry)
+                items.append(Item(entry, decode(entry.task_id, entry.payload), fence, claimed_at))
             except PoisonMessage as exc:
                 poison.append((entry, exc))
-        if poison:
-            for entry, error in poison:
-                self.env.dead_letters.add(DeadLetter.for_poison(entry.task_id, entry.payload, error, entry.shard))
-            log_event(logging.ERROR, "poison.dead_lettered", count=len(poison),
-                      ids=",".join(e.task_id for e, _ in poison[:10]))
-            self.env.observer.dead_lettered("poison", len(poison))
-            self._to_ack.extend(e for e, _ in poison)
-        return Batch(good, messages)
+        for entry, error in poison:
+            letter = DeadLetter.for_poison(entry.task_id, entry.payload, error, entry.shard)
+            self._dead_letter(entry, letter, "poison", str(error))
+        return items
 
-    def _keep_fresh(self, batch: Batch, claimed_at: float) -> Batch:
-        """Hand back the entries of shards whose lease lapsed while we were paused or slow: a
-        newer leader may already be dispatching them."""
+    def _check(self, items: list[Item]) -> list[Item]:
+        """Keep what a worker would run; dead-letter what it would discard, with the reason."""
+        if self.check is None:
+            return items
+        kept: list[Item] = []
+        for item in items:
+            problem = self.check(item.message)
+            if problem is None:
+                kept.append(item)
+                continue
+            now = int(time.time() * 1000)
+            letter = DeadLetter.for_message(
+                item.message, "invalid", exc_type="InvalidMessage", exc_message=problem,
+                first_failure_ms=now, last_failure_ms=now, worker="dispatcher", extra={"shard": item.entry.shard},
+            )
+            self._dead_letter(item.entry, letter, "invalid", problem)
+        return kept
+
+    def _dead_letter(self, entry: Claimed, letter: DeadLetter, reason: str, why: str) -> None:
+        """Store the letter and ack the entry; if the letter cannot be stored (a full store) the entry
+        stays in flight, to be reaped and tried again, and the rest of the batch goes on."""
+        try:
+            self.env.dead_letters.add(letter)
+        except redis.RedisError as exc:
+            log_event(logging.ERROR, f"{reason}.dead_letter_failed", id=entry.task_id, shard=entry.shard,
+                      error=str(exc))
+            return
+        log_event(logging.ERROR, f"{reason}.dead_lettered", id=entry.task_id, shard=entry.shard, why=why)
+        self.env.observer.dead_lettered(reason, 1)
+        self._to_ack.append(entry)
+
+    def _orphans(self, shard: int, ids: list[str]) -> None:
+        log_event(logging.ERROR, "orphan.dropped", shard=shard, count=len(ids), ids=",".join(ids[:10]),
+                  why="in due without a stored message: nothing to publish")
+        self.env.observer.orphaned(shard, len(ids))
+
+    def _keep_fresh(self, items: list[Item]) -> list[Item]:
+        """Hand back, before publishing anything, the entries whose claim is no longer safely
+        ours: the shard's lease lapsed or changed since, or the claim is close to its in-flight
+        lease (the publisher checks the shard's lease again at the moment of hand-off)."""
         now = time.monotonic()
-        expired = (now - claimed_at) > self.env.config.inflight_timeout * 0.8
-        lapsed = {e.shard for e in batch.entries if expired or not self.env.lease_valid(e.shard, now)}
-        if not lapsed:
-            return batch
-        kept, abandoned = batch.without(lapsed)
-        log_event(logging.WARNING, "batch.abandoned", shards=sorted(lapsed), count=len(abandoned),
-                  reason="lease_lapsed")
+        limit = self.env.config.inflight_timeout * 0.8
+        current = {f.shard: f for f in self.env.fences()}
+
+        def fresh(item: Item) -> bool:
+            return (now - item.claimed_at <= limit and current.get(item.entry.shard) == item.fence
+                    and self.env.lease_valid(item.entry.shard, now))
+
+        kept = [i for i in items if fresh(i)]
+        if len(kept) == len(items):
+            return items
+        abandoned = [i.entry for i in items if not fresh(i)]
+        log_event(logging.WARNING, "batch.abandoned", shards=sorted({e.shard for e in abandoned}),
+                  count=len(abandoned), reason="lease_lapsed")
         self._release(abandoned)
         return kept
 
-    def _settle_report(self, batch: Batch, report: PublishReport, started: float) -> None:
+    def _settle_report(self, items: list[Item], report: PublishReport, started: float) -> None:
         done = time.monotonic()
-        refused = {i: exc for i, exc in report.unpublishable.items()}
-        published = [e for i, e in enumerate(batch.entries[: report.published]) if i not in refused]
+        handled = items[: report.published]
+        refused = [(items[i], exc) for i, exc in sorted(report.unpublishable.items())]
+        lapsed = [items[i].entry for i in sorted(report.lapsed)]
+        published = [i.entry for n, i in enumerate(handled) if n not in report.unpublishable and n not in report.lapsed]
         if refused:
-            self._dead_letter_unpublishable([(batch.entries[i], batch.messages[i], exc) for i, exc in refused.items()])
+            self._dead_letter_unpublishable(refused)
+        if lapsed:
+            log_event(logging.WARNING, "batch.abandoned", shards=sorted({e.shard for e in lapsed}),
+                      count=len(lapsed), reason="lease_lapsed_at_handoff")
         if published:
             redis_now = self.env.clock.at(done)
             per_shard: dict[int, int] = {}
@@ -147,26 +255,21 @@ class GenericHandOff:
             self.env.meter.add(per_shard)
             self.env.observer.published(per_shard, [redis_now - e.due_ms for e in published], done - started)
         self._to_ack.extend(published)
-        if report.error is not None:
-            self._release(batch.entries[report.published:])
+        self._release(lapsed + [i.entry for i in items[report.published:]] if report.error is not None else lapsed)
 
-    def _dead_letter_unpublishable(self, refused: list[tuple[Claimed, StoredMessage, BaseException]]) -> None:
+    def _dead_letter_unpublishable(self, refused: list[tuple[Item, BaseException]]) -> None:
         """A message the broker (or Kombu) refuses for a reason of its own would block its shard
         if it went back to ``due``: it goes to the dead-letter store, and the shard goes on."""
         now = int(time.time() * 1000)
-        for _, message, exc in refused:
-            self.env.dead_letters.add(DeadLetter.for_message(
-                message, "unpublishable", exc_type=type(exc).__name__, exc_message=str(exc),
+        for item, exc in refused:
+            letter = DeadLetter.for_message(
+                item.message, "unpublishable", exc_type=type(exc).__name__, exc_message=str(exc),
                 first_failure_ms=now, last_failure_ms=now, worker="dispatcher",
-            ))
-        log_event(logging.ERROR, "unpublishable.dead_lettered", count=len(refused),
-                  ids=",".join(e.task_id for e, _, _ in refused[:10]), error=repr(refused[0][2]))
-        self.env.observer.dead_lettered("unpublishable", len(refused))
-        self._to_ack.extend(e for e, _, _ in refused)
+            )
+            self._dead_letter(item.entry, letter, "unpublishable", repr(exc))
 
     def _release(self, entries: list[Claimed]) -> None:
         if entries:
             self._unreleased.extend(entries)  # kept until Redis confirms: released at most once anyway
             self._retry.update(e.shard for e in entries)
             self.settle(acks=False)
-

@@ -31,18 +31,54 @@ class BrokerUnavailable(ZSetSchedulerError):
 class PublishReport:
     """What became of a batch: the first ``published`` messages were handled, in order; of those,
     the ``unpublishable`` indexes were refused for a reason of their own (they never will be
-    published, so they are dead-lettered); ``error`` is an outage that stopped the rest."""
+    published, so they are dead-lettered) and the ``lapsed`` ones were held back because their
+    shard's lease lapsed at the moment of hand-off (they go back to ``due``); ``error`` is an
+    outage that stopped the rest."""
 
     published: int
     error: BaseException | None = None
     unpublishable: dict[int, BaseException] = field(default_factory=dict)
+    lapsed: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A message to publish and the shard whose lease covers it."""
+
+    message: StoredMessage
+    shard: int
+
+
+class Guard(Protocol):
+    """What a publisher checks at the moment of hand-off, so that a dispatcher paused past its lease
+    never publishes what a newer leader may be publishing (I2, I3)."""
+
+    def still_ours(self, shard: int) -> bool:
+        """The shard's lease is still safely ours by this process's clock, right now."""
+        ...
+
+    def fence(self, shard: int) -> Fence:
+        """The token and epoch the batch of ``shard`` was claimed under."""
+        ...
+
+    def lease_keys(self, shard: int) -> tuple[str, str]:
+        """The shard's lock and epoch keys in the store, for a check inside the broker's own
+        transaction when the broker is the store's Redis server and database."""
+        ...
+
+    @property
+    def store_client(self) -> object:
+        """The store's client (to tell whether the broker is the same server and database)."""
+        ...
 
 
 class Publisher(Protocol):
     """Hands messages to the broker in order: an outage stops the batch, a message's own error
-    only skips that message (see :class:`PublishReport`)."""
+    only skips that message, a lapsed lease holds back its shard's messages (see
+    :class:`PublishReport`). ``guard`` is consulted right before each publish call and, where
+    the broker allows, inside the transaction that writes the messages."""
 
-    def publish(self, messages: Sequence[StoredMessage]) -> PublishReport: ...
+    def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport: ...
 
 
 @dataclass(frozen=True)
@@ -53,6 +89,7 @@ class ShardPass:
     now_ms: int  # Redis time of the claim
     next_due_ms: int | None  # earliest entry still pending afterwards
     claimed: int  # entries taken out of ``due``
+    error: Exception | None = None  # this shard's claim failed (the others' went on)
 
 
 @dataclass(frozen=True)
@@ -75,9 +112,15 @@ class Env:
     clock: RedisClock
     config: DispatcherConfig
     lease_valid: Callable[[int, float], bool]  # (shard, monotonic now): still safely ours
+    fences: Callable[[], list[Fence]]  # the leases held right now
 
 
 class HandOff(Protocol):
+    @property
+    def holding(self) -> bool:
+        """Claimed entries wait for the next pass (to keep due order): pass again at once."""
+        ...
+
     def dispatch(self, fences: Sequence[Fence]) -> Pass:
         """Move what is due on these shards to the broker. A Redis error is raised (the loop waits
         it out); nothing claimed is ever dropped: it is published and acked, released to ``due``,
@@ -86,7 +129,8 @@ class HandOff(Protocol):
 
     def settle(self, *, acks: bool = True) -> None:
         """Send what earlier passes still owe Redis: releases an outage interrupted and, with
-        ``acks``, the acks held back to ride on the next claim."""
+        ``acks`` (before sleeping, at a heartbeat, on shutdown), the acks held back to ride on the
+        next claim and the entries held for the next pass."""
         ...
 
 

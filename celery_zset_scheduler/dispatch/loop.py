@@ -72,7 +72,7 @@ class Dispatcher:
         env = Env(
             claims=self.claims, dead_letters=dead_letters or DeadLetters(store.client, store.keys),
             observer=self.observer, meter=self.leadership.meter, clock=self.clock, config=self.config,
-            lease_valid=self._lease_valid,
+            lease_valid=self._lease_valid, fences=lambda: [lease.fence for lease in self.leadership.owned.values()],
         )
         self.handoff = (handoff or generic(publisher))(env)  # type: ignore[arg-type]
         self._stop = threading.Event()
@@ -83,6 +83,7 @@ class Dispatcher:
         self._outage: str | None = None
         self._outage_logged = 0.0
         self._backoff = OutageBackoff(cap=self.config.backoff_max)
+        self._shard_outages: dict[int, OutageBackoff] = {}  # shards whose own calls fail (the rest go on)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -194,7 +195,8 @@ class Dispatcher:
         """Hand off every due shard in one pass; plan when to look at each again."""
         now = time.monotonic()
         fences = []
-        if not any(self._next_due.get(s, 0.0) <= now for s in self.leadership.owned):
+        holding = self.handoff.holding
+        if not holding and not any(self._next_due.get(s, 0.0) <= now for s in self.leadership.owned):
             return False
         for shard, lease in sorted(self.leadership.owned.items()):
             if self._next_due.get(shard, 0.0) > now + COALESCE_S:
@@ -203,13 +205,20 @@ class Dispatcher:
                 fences.append(lease.fence)
             else:  # not renewed lately (Redis trouble): wait for the next heartbeat to decide
                 self._next_due[shard] = now + self.config.heartbeat_interval
-        if not fences or self._stop.is_set():
+        if (not fences and not holding) or self._stop.is_set():
             return False
         self._last_claim = time.monotonic()
         report = self.handoff.dispatch(fences)
-        busy = False
+        busy = self.handoff.holding
+        errors = [e for e in (report.shards[f.shard].error for f in fences) if e is not None]
+        if errors and len(errors) == len(fences):
+            raise errors[0]  # nothing worked: an outage of the whole store
         for fence in fences:
             result = report.shards[fence.shard]
+            if result.error is not None:
+                self._shard_failed(fence.shard, result.error)
+                continue
+            self._shard_recovered(fence.shard)
             if result.fenced:
                 self._lost(fence.shard, "claim fenced")
                 continue
@@ -224,6 +233,20 @@ class Dispatcher:
         if error is not None:
             raise BrokerUnavailable(f"publishing to the broker failed: {error!r}") from error
         return busy
+
+    def _shard_failed(self, shard: int, error: Exception) -> None:
+        """One shard's call failed (its slot's master is down, a full store refused it): that
+        shard waits with a backoff of its own while the others go on."""
+        backoff = self._shard_outages.get(shard)
+        if backoff is None:
+            backoff = self._shard_outages[shard] = OutageBackoff(cap=self.config.backoff_max)
+            log_event(logging.WARNING, "outage.started", what="redis", shard=shard, error=str(error))
+            self.observer.outage("redis", error)
+        self._next_due[shard] = time.monotonic() + backoff.next()
+
+    def _shard_recovered(self, shard: int) -> None:
+        if self._shard_outages.pop(shard, None) is not None:
+            log_event(logging.INFO, "outage.ended", what="redis", shard=shard)
 
     def _note_next_due(self, shard: int, result: ShardPass, sent_at: float) -> None:
         # The same rule as the claim script's wake key: the earliest due entry, at most

@@ -82,6 +82,9 @@ class DispatcherMetrics(Observer):
                                  "Entries in the dead-letter store (the same on every dispatcher: aggregate with max).")
         self.outages_total = make("Counter", "outages", "Redis or broker outages this dispatcher saw begin.",
                                   ("what",))
+        self.orphaned_entries = make("Counter", "orphaned_entries",
+                                     "Ids found in due without a stored message (dropped: nothing to publish).",
+                                     shard)
         self._exported: set[int] = set()
         self._server: WSGIServer | None = None
         self._stop = threading.Event()
@@ -119,6 +122,9 @@ class DispatcherMetrics(Observer):
 
     def outage(self, what: str, error: BaseException) -> None:
         self.outages_total.labels(what).inc()
+
+    def orphaned(self, shard: int, count: int) -> None:
+        self.orphaned_entries.labels(str(shard)).inc(count)
 
     # -- snapshot and serving -------------------------------------------------------------------
 

@@ -26,6 +26,9 @@ class Observer:
     def outage(self, what: str, error: BaseException) -> None:
         """Redis or the broker could not be reached."""
 
+    def orphaned(self, shard: int, count: int) -> None:
+        """Ids were found in ``due`` without a stored message (dropped: nothing to publish)."""
+
 
 class Observers(Observer):
     """Reports to several observers in turn (a caller's own plus the metrics)."""
@@ -56,6 +59,10 @@ class Observers(Observer):
     def outage(self, what: str, error: BaseException) -> None:
         for o in self.observers:
             o.outage(what, error)
+
+    def orphaned(self, shard: int, count: int) -> None:
+        for o in self.observers:
+            o.orphaned(shard, count)
 
     def find(self, kind: type[Observer]) -> Observer | None:
         """The first observer of ``kind`` among these (nested ones included)."""

@@ -13,7 +13,10 @@ from functools import cached_property
 
 # Bumped when the layout or the stored payload format changes incompatibly; kept in the meta hash.
 # 2: the codec's positional meta line followed by the raw body (1 was one JSON object).
-FORMAT_VERSION = 2
+# 3: each stored value starts with an arrival stamp (store/values.py); format-2 values still read.
+FORMAT_VERSION = 3
+#: The previous format, whose stores this version reads and upgrades on first use.
+UPGRADES_FROM = 2
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,13 @@ safe to run twice, as a lost reply or a replayed pipeline may do.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.keys import KeySpace
 from .pending import Store
 from .scripts import Call, ScriptDef, as_int
+from .values import UNSTAMPED, Arrival, split
 
 CLAIM = ScriptDef("claim", ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake"))
 ACK = ScriptDef("ack", ("inflight", "msg", "due", "pending_keys", "id_keys"))
@@ -35,9 +36,15 @@ class Fence:
 class Claimed:
     task_id: str
     due_ms: int
-    payload: bytes
+    payload: bytes  # the encoded message (its arrival stamp taken off)
     shard: int
     lease_ms: int = 0  # the in-flight score this claim gave it: identifies the claim
+    arrival: Arrival = UNSTAMPED  # when it reached the store: orders entries due at the same instant
+
+    @property
+    def order(self) -> tuple[int, Arrival]:
+        """Hand-off order: due time, then arrival."""
+        return self.due_ms, self.arrival
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,16 @@ class ClaimResult:
     now_ms: int  # the Redis clock when claiming
     next_due_ms: int | None  # earliest entry still pending after this claim
     entries: list[Claimed]
+    orphans: list[str] = field(default_factory=list)  # due ids without a message, dropped from due
+
+
+@dataclass(frozen=True)
+class ClaimPass:
+    """What one round trip of claims did: per shard a result or the error its call met, and the
+    acks sent with it that failed (to be sent again)."""
+
+    results: dict[int, ClaimResult | Exception]
+    unacked: list[Claimed]
 
 
 def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_wait_ms: int,
@@ -56,13 +73,14 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
     def parse(reply: Any) -> ClaimResult:
         if int(reply[0]) == 0:
             return ClaimResult(True, 0, None, [])
-        _, now, nxt, ids, scores, payloads, deadline = reply
-        entries = [
-            Claimed(i.decode(), int(float(s)), p, fence.shard, int(deadline))
-            for i, s, p in zip(ids, scores, payloads, strict=True)
-        ]
+        _, now, nxt, ids, scores, payloads, deadline, orphans = reply
+        entries = []
+        for i, s, value in zip(ids, scores, payloads, strict=True):
+            arrival, payload = split(value)
+            entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival))
         next_due = int(float(nxt))
-        return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries)
+        return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
+                           [o.decode(errors="replace") for o in orphans])
 
     args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms]
     return CLAIM.call(keys.shard(fence.shard), args, parse)
@@ -98,14 +116,21 @@ class Claims:
         self.scripts = store.scripts
 
     def claim_many(self, fences: Sequence[Fence], limit: int, lease_ms: int, max_wait_ms: int = 5000,
-                   wake_ttl_ms: int = 15000, ack: Sequence[Claimed] = ()) -> dict[int, ClaimResult]:
+                   wake_ttl_ms: int = 15000, ack: Sequence[Claimed] = ()) -> ClaimPass:
         """Claim from several shards in one pipelined round trip (one script call per shard);
-        ``ack``: published entries to ack first, in the same round trip."""
-        acks: list[Call[Any]] = [ack_call(self.keys, s, group) for s, group in _by_shard(ack).items()]
+        ``ack``: published entries to ack first, in the same round trip.
+
+        Each shard's outcome stands on its own: an error of one call (a full store refusing a
+        write, a busy script) is that shard's result, and never discards what the others claimed.
+        """
+        groups = list(_by_shard(ack).items())
+        acks: list[Call[Any]] = [ack_call(self.keys, s, group) for s, group in groups]
         claims = [claim_call(self.keys, f, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
                              wake_ttl_ms=wake_ttl_ms) for f in fences]
-        replies = self.scripts.run_many([*acks, *claims])[len(acks):]
-        return {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
+        replies = self.scripts.settle([*acks, *claims])
+        unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
+        results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
+        return ClaimPass(results, unacked)
 
     def ack(self, entries: Sequence[Claimed]) -> int:
         """Forget published entries (each only while still in flight under its claim)."""

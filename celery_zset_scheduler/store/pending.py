@@ -19,6 +19,7 @@ from . import meta
 from .schedule import NewEntry, ScheduleResult, schedule_call
 from .scripts import Call, ScriptDef, Scripts, as_bool
 from .stream import ScheduleStream
+from .values import payload as stored_payload
 
 # Entries per schedule script call: big enough to amortize the round trip, small enough that
 # one call never blocks Redis for long (about a millisecond).
@@ -70,7 +71,7 @@ def get_call(keys: KeySpace, shard: int, task_id: str) -> Call[StoredEntry | Non
         if not reply:
             return None
         state: Literal["pending", "inflight"] = "pending" if reply[0] == b"pending" else "inflight"
-        return StoredEntry(task_id, shard, state, int(float(reply[1])), reply[2] or None)
+        return StoredEntry(task_id, shard, state, int(float(reply[1])), stored_payload(reply[2] or None))
 
     return GET.call(keys.shard(shard), [task_id], parse)
 
@@ -94,7 +95,7 @@ def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_
     def parse(reply: Any) -> Page:
         ids, scores, payloads = reply
         entries = [
-            PageEntry(i.decode(), int(float(s)), (payloads[n] or None) if with_payloads else None)
+            PageEntry(i.decode(), int(float(s)), stored_payload(payloads[n] or None) if with_payloads else None)
             for n, (i, s) in enumerate(zip(ids, scores, strict=True))
         ]
         cursor = (entries[-1].due_ms, entries[-1].task_id) if len(entries) == limit else None

@@ -16,7 +16,7 @@ from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.model.codec import StoredMessage
 from celery_zset_scheduler.testing import RedisServer
 
-from ..support.helpers import AppFactory, built_message, wait_for
+from ..support.helpers import AppFactory, built_message, publish_by_hand, wait_for
 from ..support.procs import Cluster
 from ..support.tools import pending
 
@@ -34,7 +34,7 @@ def tags(apps: AppFactory, tag: str) -> list[dict[str, Any]]:
 def test_the_same_message_delivered_twice_runs_the_body_once(apps: AppFactory, pool: str) -> None:
     app = apps()
     message = charge_message(app, order_id=1)
-    report = KombuPublisher(app).publish([message, message])  # by hand, twice, byte for byte
+    report = publish_by_hand(KombuPublisher(app), [message, message])  # by hand, twice, byte for byte
     assert report.published == 2 and report.error is None
     apps.dispatcher(app)  # a duplicate that arrives while the first runs comes back through the store
     apps.worker(app, pool=pool, concurrency=2 if pool != "solo" else 1)
@@ -47,7 +47,7 @@ def test_the_same_message_delivered_twice_runs_the_body_once(apps: AppFactory, p
 def test_two_deliveries_at_the_same_time_run_it_once(apps: AppFactory, r: redis.Redis) -> None:
     app = apps()
     message = charge_message(app, order_id=2, sleep=1.5)
-    KombuPublisher(app).publish([message, message])
+    publish_by_hand(KombuPublisher(app), [message, message])
     apps.dispatcher(app)
     apps.worker(app, pool="threads", concurrency=2)
     # The second delivery finds the key running and goes back to the store to look again later.
@@ -190,7 +190,7 @@ def test_idempotent_task_as_the_apps_task_class(apps: AppFactory) -> None:
 
     assert noted.acks_late and noted.reject_on_worker_lost
     message = built_message(noted, (5,))
-    KombuPublisher(wide).publish([message, message])
+    publish_by_hand(KombuPublisher(wide), [message, message])
     apps.worker(wide)
     assert wide.AsyncResult(message.task_id).get(timeout=20) == 5
     time.sleep(1.0)

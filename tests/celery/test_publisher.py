@@ -10,9 +10,10 @@ from kombu import Exchange, Queue
 
 from celery_zset_scheduler.celery.publishers import redis_queue
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
+from celery_zset_scheduler.dispatch.handoff import Outgoing
 from celery_zset_scheduler.model.codec import StoredMessage
 
-from ..support.helpers import BROKER_DB, AppFactory
+from ..support.helpers import BROKER_DB, AppFactory, HeldForever, publish_by_hand
 
 TAG = re.compile(rb'"delivery_tag": "[0-9a-f-]{36}"')
 QUEUES = (
@@ -55,7 +56,7 @@ def queue_contents(client: Any) -> dict[bytes, list[bytes]]:
 
 def publish_batched(publisher: KombuPublisher, messages: list[StoredMessage]) -> int:
     with publisher.app.producer_or_acquire() as producer:
-        return publisher._publish_batched(producer, messages).published
+        return publisher._publish_batched(producer, [Outgoing(m, 0) for m in messages], HeldForever()).published
 
 
 @pytest.mark.parametrize("path", ["redis_queue", "kombu_batch"])
@@ -80,7 +81,7 @@ def test_batched_paths_write_what_kombu_writes(apps: AppFactory, options: dict[s
     for key in by_kombu:
         broker.delete(key)
     if path == "redis_queue":
-        assert publisher.publish(MESSAGES).published == len(MESSAGES)  # the path a Redis broker takes
+        assert publish_by_hand(publisher, MESSAGES).published == len(MESSAGES)  # the path a Redis broker takes
     else:
         assert publish_batched(publisher, MESSAGES) == len(MESSAGES)
     assert queue_contents(broker) == by_kombu
@@ -100,7 +101,7 @@ def test_fanout_and_single_messages_go_through_kombu(apps: AppFactory) -> None:
         assert not redis_queue.can_publish(producer, [stored(1, exchange="fan_ex", queue=None)])
     pubsub = broker.pubsub()
     pubsub.psubscribe("*fan_ex*")
-    report = KombuPublisher(app).publish([stored(1, exchange="fan_ex", routing_key="", queue=None), stored(2)])
+    report = publish_by_hand(KombuPublisher(app), [stored(1, exchange="fan_ex", routing_key="", queue=None), stored(2)])
     assert (report.published, report.error) == (2, None)
     assert broker.llen("celery") == 1
     pubsub.close()

@@ -15,7 +15,7 @@ import pytest
 from celery_zset_scheduler.errors import StoreUnavailable
 from celery_zset_scheduler.testing import RedisServer
 
-from ..support.helpers import FAST, AppFactory, wait_for
+from ..support.helpers import BROKER_DB, FAST, AppFactory, wait_for
 from ..support.procs import CELERY, Cluster, leader_events, owned_shards
 
 pytestmark = pytest.mark.slow
@@ -30,8 +30,8 @@ def cluster_factory(redis_server: RedisServer, r: object) -> Iterator[list[Clust
 
 
 def make_cluster(made: list[Cluster], server: RedisServer, store: RedisServer | None = None,
-                 shards: int = 2, **conf: object) -> Cluster:
-    cluster = Cluster(server, store, shards=shards, conf={**FAST, **conf})
+                 shards: int = 2, store_url: str | None = None, **conf: object) -> Cluster:
+    cluster = Cluster(server, store, shards=shards, conf={**FAST, **conf}, store_url=store_url)
     made.append(cluster)
     return cluster
 
@@ -102,6 +102,31 @@ def test_a_paused_leader_is_fenced_and_its_batch_in_hand_is_not_published(
     counts = wait_all_ran(apps, ids)
     assert counts == collections.Counter(dict.fromkeys(ids, 1))  # exactly once, batch included
     assert stale.alive  # losing the lease re-enters the election; it does not exit
+
+
+@pytest.mark.parametrize("store", ["own_db", "broker_db"])
+def test_a_leader_paused_at_the_hand_off_does_not_publish_what_its_successor_did(
+    apps: AppFactory, redis_server: RedisServer, cluster_factory: list[Cluster], store: str
+) -> None:
+    # Paused after every early check, at the publish call itself, past its lease and the batch's
+    # in-flight lease: the new leader reaps and publishes the batch, so the stale one must not.
+    # "broker_db": the store is the broker's own database (the default), where the lease is
+    # checked inside the broker's transaction; "own_db": by the dispatcher's clock right before it.
+    url = redis_server.url_db(BROKER_DB) if store == "broker_db" else None
+    conf = {} if url is None else {"zset_scheduler_url": url}
+    cluster = make_cluster(cluster_factory, redis_server, shards=1, store_url=url)
+    ids = schedule(apps, 60, spread=2.0, shards=1, **conf)
+    stale = cluster.hooked_dispatcher("handing")
+    stale.wait_for_output(r"PAUSED ")
+    batch = paused_batch(stale.output)
+    assert batch
+    apps.worker(apps(shards=1, **conf))
+    cluster.dispatcher()
+    wait_for(lambda: set(ids) <= set(run_counts(apps)), timeout=30, what="the new leader to run everything")
+    stale.signal(signal.SIGCONT)
+    stale.wait_for_output(r"zset batch\.abandoned .*reason=lease_lapsed_at_handoff")
+    counts = wait_all_ran(apps, ids)
+    assert counts == collections.Counter(dict.fromkeys(ids, 1))  # the paused batch too: exactly once
 
 
 def test_dispatchers_share_shards_and_hand_over_on_join_and_leave(
@@ -208,5 +233,31 @@ def test_a_full_store_is_drained_not_abandoned(apps: AppFactory, redis_server: R
         assert set(counts) == set(ids)
         assert dispatcher.thread.is_alive() and dispatcher.error is None  # type: ignore[attr-defined]
         assert app.tasks["t.record"].apply_async(countdown=1).id  # drained: accepting again
+    finally:
+        full.close()
+
+
+def test_a_full_store_with_a_shard_that_has_nothing_due_is_still_drained(apps: AppFactory) -> None:
+    # At maxmemory the claim of a shard with nothing due must not fail the other shards' claims in
+    # the same round trip, and a dispatcher of a fresh process (its own meta check) must be elected.
+    full = RedisServer(extra=["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]).start()
+    try:
+        app = apps(shards=2, zset_scheduler_url=full.url)
+        keys = apps.store(app).keys
+        record = app.tasks["t.record"]
+        due_ids = [i for i in (f"due-{n}" for n in range(3000)) if keys.shard_of(i) == 0][:300]
+        for task_id in due_ids:
+            record.apply_async(kwargs={"tag": task_id}, countdown=1.5, task_id=task_id)
+        with pytest.raises(StoreUnavailable, match="used memory > 'maxmemory'"):
+            for n in range(100_000):  # fill shard 1 with tasks due in a day
+                task_id = f"far-{n}"
+                if keys.shard_of(task_id) == 1:
+                    record.apply_async(kwargs={"pad": "x" * 200}, countdown=86400, task_id=task_id)
+        fresh = apps(shards=2, zset_scheduler_url=full.url)  # a new installation: checks the meta itself
+        dispatcher = apps.dispatcher(fresh)
+        apps.worker(apps(shards=2), pool="threads", concurrency=4)
+        counts = wait_all_ran(apps, due_ids, timeout=60)
+        assert set(counts) >= set(due_ids)
+        assert dispatcher.thread.is_alive() and dispatcher.error is None  # type: ignore[attr-defined]
     finally:
         full.close()

@@ -27,16 +27,19 @@ class ListHandOff:
     def dispatch(self, fences: Sequence[Fence]) -> Pass:
         self.passes.append([f.shard for f in fences])
         sent = time.monotonic()
-        results = self.env.claims.claim_many(fences, self.env.config.batch_size, 30_000)
+        results = self.env.claims.claim_many(fences, self.env.config.batch_size, 30_000).results
         answered = time.monotonic()
         shards = {}
         for fence in fences:
             result = results[fence.shard]
+            assert not isinstance(result, Exception)
             if result.entries:
                 self.client.rpush("handed", *[e.task_id for e in result.entries])
                 self.env.claims.ack(result.entries)
             shards[fence.shard] = ShardPass(result.fenced, result.now_ms, result.next_due_ms, len(result.entries))
         return Pass(shards, sent, answered)
+
+    holding = False
 
     def settle(self, *, acks: bool = True) -> None:
         """Nothing held back: every batch is acked at once."""

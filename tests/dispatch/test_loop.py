@@ -13,9 +13,8 @@ import redis
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
 from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.config import DispatcherConfig
-from celery_zset_scheduler.dispatch.handoff import PublishReport
+from celery_zset_scheduler.dispatch.handoff import Guard, Outgoing, PublishReport
 from celery_zset_scheduler.dispatch.loop import Dispatcher
-from celery_zset_scheduler.model.codec import StoredMessage
 from celery_zset_scheduler.store.schedule import NewEntry
 
 from ..support.helpers import BROKER_DB, AppFactory, wait_for
@@ -62,13 +61,13 @@ class RefusingPublisher(KombuPublisher):
     """Kombu's publisher, except that the broker "refuses" messages of one task name (as it would a
     message it can never accept); everything else is really published."""
 
-    def publish(self, messages: Sequence[StoredMessage]) -> PublishReport:
-        refused = {i: ValueError("refused by the broker") for i, m in enumerate(messages)
-                   if m.task_name == "t.retry_once"}
-        rest = [m for i, m in enumerate(messages) if i not in refused]
-        report = super().publish(rest)
+    def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport:
+        refused = {i: ValueError("refused by the broker") for i, o in enumerate(batch)
+                   if o.message.task_name == "t.retry_once"}
+        rest = [o for i, o in enumerate(batch) if i not in refused]
+        report = super().publish(rest, guard)
         assert report.error is None and report.published == len(rest)
-        return PublishReport(len(messages), unpublishable=refused)
+        return PublishReport(len(batch), unpublishable=refused)
 
 
 def test_an_unpublishable_message_is_dead_lettered_and_its_shard_goes_on(apps: AppFactory) -> None:

@@ -216,3 +216,24 @@ def test_the_largest_page_with_messages(store: Store) -> None:
     page = store.page(shard, limit=10_000, with_payloads=True)
     assert counts(store)[shard].pending > 9_000 and len(page.entries) == min(10_000, counts(store)[shard].pending)
     assert all(e.payload == f"p{e.task_id[3:]}".encode() for e in page.entries)
+
+
+def test_a_store_of_the_previous_format_is_read_and_upgraded(store: Store, r: redis.Redis) -> None:
+    from celery_zset_scheduler.model.keys import FORMAT_VERSION, UPGRADES_FROM
+
+    r.hset(store.keys.meta, mapping={"shards": store.shards, "version": UPGRADES_FROM})
+    sk = store.keys.shard(store.keys.shard_of("old"))
+    r.zadd(sk.due, {"old": NOW})
+    r.hset(sk.msg, "old", b"written by format 2")  # a value without the arrival stamp
+    store.schedule("new", NOW, b"written now")
+    assert int(r.hget(store.keys.meta, "version")) == FORMAT_VERSION  # upgraded on first use
+    old, new = store.get("old"), store.get("new")
+    assert old is not None and old.payload == b"written by format 2"
+    assert new is not None and new.payload == b"written now"  # the stamp is the store's own
+    assert r.hget(store.keys.shard(store.keys.shard_of("new")).msg, "new").startswith(b"\x01")
+
+
+def test_a_store_of_an_unknown_format_is_refused(store: Store, r: redis.Redis) -> None:
+    r.hset(store.keys.meta, mapping={"shards": store.shards, "version": 99})
+    with pytest.raises(ShardCountMismatch, match="format version 99"):
+        store.schedule("a", NOW, b"x")

@@ -17,8 +17,10 @@ from celery.contrib.testing.worker import start_worker
 import celery_zset_scheduler
 from celery_zset_scheduler.celery.dispatcher import build_dispatcher
 from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.dispatch.handoff import Outgoing, PublishReport
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 from celery_zset_scheduler.model.codec import StoredMessage
+from celery_zset_scheduler.store.claims import Fence
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer
 
@@ -124,6 +126,27 @@ def register_task_side(app: Celery, record_url: str) -> None:
             raise RuntimeError("the bug is not fixed yet")
         note(self, "fixable.ok")
         return value * 2
+
+
+class HeldForever:
+    """The guard of a batch published by hand in a test: no lease that could lapse."""
+
+    store_client = None
+
+    def still_ours(self, shard: int) -> bool:
+        return True
+
+    def fence(self, shard: int) -> Fence:
+        raise LookupError("published by hand: no fence")
+
+    def lease_keys(self, shard: int) -> tuple[str, str]:
+        raise LookupError("published by hand: no lease")
+
+
+def publish_by_hand(publisher: Any, messages: list[StoredMessage]) -> PublishReport:
+    """Publish stored messages with a publisher of the product, outside any dispatcher."""
+    report: PublishReport = publisher.publish([Outgoing(m, 0) for m in messages], HeldForever())
+    return report
 
 
 def built_message(task: Any, args: Any = None, kwargs: Any = None, **options: Any) -> StoredMessage:

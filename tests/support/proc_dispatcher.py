@@ -1,6 +1,7 @@
 """A dispatcher process that stops itself at a chosen point of the hand-over, for crash tests.
 
     python -m tests.support.proc_dispatcher claimed    # SIGSTOP itself after a claim, before publishing
+    python -m tests.support.proc_dispatcher handing    # SIGSTOP itself inside the hand-off, at the publish call
     python -m tests.support.proc_dispatcher published  # SIGSTOP itself after publishing, before the ack
 
 It prints ``PAUSED <point> <json ids of the batch in hand>`` first, so the test knows the batch,
@@ -34,19 +35,22 @@ def hook(dispatcher: Dispatcher, point: str) -> None:
     paused = False
     decode, publish = handoff._decode, handoff.publisher.publish
 
-    def pause_then_decode(entries: list[Any]) -> Any:
+    def pause_then_decode(entries: list[Any], claimed_at: float) -> Any:
         nonlocal paused
-        if point == "claimed" and not paused:
+        if point == "claimed" and not paused and entries:
             paused = True
-            pause(point, [e.task_id for e in entries])
-        return decode(entries)
+            pause(point, [e.task_id for e, _ in entries])
+        return decode(entries, claimed_at)
 
-    def publish_then_pause(messages: list[Any]) -> Any:
+    def publish_then_pause(batch: list[Any], guard: Any) -> Any:
         nonlocal paused
-        report = publish(messages)
+        if point == "handing" and not paused and batch:
+            paused = True  # past every check before the publish call: only the publisher's own remains
+            pause(point, [o.message.task_id for o in batch])
+        report = publish(batch, guard)
         if point == "published" and not paused and report.published:
             paused = True
-            pause(point, [m.task_id for m in messages[: report.published]])
+            pause(point, [o.message.task_id for o in batch[: report.published]])
         return report
 
     handoff._decode = pause_then_decode

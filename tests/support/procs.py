@@ -73,14 +73,15 @@ class Cluster:
     """Env and process management for one test: store, broker, records on given servers."""
 
     def __init__(self, broker_server: RedisServer, store_server: RedisServer | None = None, *,
-                 shards: int = 4, conf: dict[str, Any] | None = None, prefix: str = "zt") -> None:
+                 shards: int = 4, conf: dict[str, Any] | None = None, prefix: str = "zt",
+                 store_url: str | None = None) -> None:
         store_server = store_server or broker_server
         self.env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
             "ZSET_TEST_BROKER": broker_server.url_db(BROKER_DB),
             "ZSET_TEST_BACKEND": broker_server.url_db(BACKEND_DB),
-            "ZSET_TEST_STORE": store_server.url_db(STORE_DB),
+            "ZSET_TEST_STORE": store_url or store_server.url_db(STORE_DB),
             "ZSET_TEST_RECORDS": broker_server.url_db(RECORD_DB),
             "ZSET_TEST_SHARDS": str(shards),
             "ZSET_TEST_PREFIX": prefix,

@@ -51,7 +51,10 @@ def iter_shard(store: Store, shard: int, *, page_size: int = 1000, **kwargs: Any
 
 def claim(claims: Claims, fence: Fence, limit: int, lease_ms: int, max_wait_ms: int = 5000,
           wake_ttl_ms: int = 15000) -> ClaimResult:
-    return claims.claim_many([fence], limit, lease_ms, max_wait_ms, wake_ttl_ms)[fence.shard]
+    result = claims.claim_many([fence], limit, lease_ms, max_wait_ms, wake_ttl_ms).results[fence.shard]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def iter_letters(letters: DeadLetters, page_size: int = 500) -> Iterator[DeadLetter]:

@@ -4,8 +4,13 @@ Kombu builds every message (envelope, priority queue, bindings), so what lands i
 Kombu itself would write. Three ways, fastest first (docs/benchmarks.md has the figures):
 
 - a Redis broker: :mod:`.redis_queue`, a dispatcher batch in one transaction of multi-value LPUSHes;
-- a transport that batches (Kombu >= 5.7's ``Producer.batch()``): one pipelined flush a batch;
+- a transport that batches (Kombu >= 5.7's ``Producer.batch()``): one pipelined flush a chunk;
 - any other: one ``Producer.publish`` a message, with ``task_publish_retry_policy``.
+
+The lease of each shard is checked at the moment of hand-off: inside the Redis transaction when
+the broker is the store's own server and database, otherwise right before each transaction, flush
+or message. So a dispatcher paused past its lease publishes at most what one such call was already
+sending when the pause began, never the rest of its batch.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 from kombu.entity import Exchange, Queue
 from kombu.exceptions import OperationalError
 
-from ...dispatch.handoff import PublishReport
+from ...dispatch.handoff import Guard, Outgoing, PublishReport
 from ...model.codec import StoredMessage
 from . import redis_queue
 
@@ -32,28 +37,35 @@ class KombuPublisher:
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self._same_redis: dict[int, bool] = {}  # broker client -> is it the store's server and db
 
-    def publish(self, messages: Sequence[StoredMessage]) -> PublishReport:
+    def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport:
         published = 0
         refused: dict[int, BaseException] = {}
+        lapsed: set[int] = set()
+        messages = [o.message for o in batch]
         try:
             with self.app.producer_or_acquire() as producer:
                 if messages and redis_queue.can_publish(producer, messages):
                     self._declare(producer, messages)
-                    refused = redis_queue.publish(producer, messages)  # all or nothing
-                    return PublishReport(len(messages), unpublishable=refused)
+                    same = self._is_store_redis(producer, guard)
+                    refused, lapsed = redis_queue.publish(producer, batch, guard, same)  # all or nothing
+                    return PublishReport(len(batch), unpublishable=refused, lapsed=frozenset(lapsed))
                 # getattr: Producer.batch() is new in Kombu 5.7 (the project allows older ones).
-                if len(messages) > 1 and getattr(producer, "supports_batch_publish", False):
-                    return self._publish_batched(producer, messages)
+                if len(batch) > 1 and getattr(producer, "supports_batch_publish", False):
+                    return self._publish_batched(producer, batch, guard)
                 outage = outage_errors(producer)
-                for i, m in enumerate(messages):
-                    self._publish_or_refuse(producer, m, True, outage, refused, i)
+                for i, item in enumerate(batch):
+                    if guard.still_ours(item.shard):
+                        self._publish_or_refuse(producer, item.message, True, outage, refused, i)
+                    else:
+                        lapsed.add(i)
                     published += 1
         except Exception as exc:  # the broker is unreachable: the dispatcher releases the rest
-            return PublishReport(published, exc, refused)
-        return PublishReport(published, unpublishable=refused)
+            return PublishReport(published, exc, refused, frozenset(lapsed))
+        return PublishReport(published, unpublishable=refused, lapsed=frozenset(lapsed))
 
-    def _publish_batched(self, producer: Any, messages: Sequence[StoredMessage]) -> PublishReport:
+    def _publish_batched(self, producer: Any, batch: Sequence[Outgoing], guard: Guard) -> PublishReport:
         """Flushes every ``FLUSH_EVERY`` messages; a failed flush counts none of its messages.
 
         Kombu calls a failed pipeline's outcome uncertain (some writes may have landed): those
@@ -62,22 +74,37 @@ class KombuPublisher:
         published = 0
         declared: set[str] = set()
         refused: dict[int, BaseException] = {}
+        lapsed: set[int] = set()
         outage = outage_errors(producer)
         try:
-            with producer.batch(max_size=5 * FLUSH_EVERY + 1) as batch:
-                for start in range(0, len(messages), FLUSH_EVERY):
-                    chunk = messages[start:start + FLUSH_EVERY]
-                    for i, m in enumerate(chunk, start):
+            with producer.batch(max_size=5 * FLUSH_EVERY + 1) as pending:
+                for start in range(0, len(batch), FLUSH_EVERY):
+                    chunk = batch[start:start + FLUSH_EVERY]
+                    ours = {s: guard.still_ours(s) for s in {o.shard for o in chunk}}
+                    for i, item in enumerate(chunk, start):
+                        if not ours[item.shard]:
+                            lapsed.add(i)
+                            continue
+                        m = item.message
                         # maybe_declare caches per channel; asking once per queue saves the lookups.
                         first = m.queue is not None and m.queue not in declared
                         self._publish_or_refuse(producer, m, first, outage, refused, i)
                         if first:
                             declared.add(str(m.queue))
-                    batch.flush()
+                    pending.flush()
                     published += len(chunk)
         except Exception as exc:
-            return PublishReport(published, exc, {i: e for i, e in refused.items() if i < published})
-        return PublishReport(published, unpublishable=refused)
+            return PublishReport(published, exc, {i: e for i, e in refused.items() if i < published},
+                                 frozenset(i for i in lapsed if i < published))
+        return PublishReport(published, unpublishable=refused, lapsed=frozenset(lapsed))
+
+    def _is_store_redis(self, producer: Any, guard: Guard) -> bool:
+        """Whether the broker's Redis is the store's server and database (checked once per client)."""
+        with producer.channel.conn_or_acquire() as client:
+            key = id(client.connection_pool)
+            if key not in self._same_redis:
+                self._same_redis[key] = redis_queue.same_server_and_db(client, guard.store_client)
+            return self._same_redis[key]
 
     def _publish_or_refuse(self, producer: Any, m: StoredMessage, declare: bool,
                            outage: tuple[type[BaseException], ...], refused: dict[int, BaseException],

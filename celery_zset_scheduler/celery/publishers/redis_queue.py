@@ -9,6 +9,13 @@ the writes are grouped: one ``LPUSH key m1 m2 ...`` per queue (same order as one
 MULTI/EXEC, through the channel's client (so ``global_keyprefix`` applies). The transaction makes a
 refused batch all-or-nothing, so a broker error never leaves half a batch published.
 Fanout exchanges (pub/sub) and non-Redis transports are left to Kombu.
+
+The shards' leases are checked at the hand-off itself. When the broker is the store's own server and
+database (the default: the store defaults to the broker URL), the transaction ``WATCH``es each
+shard's lock and epoch keys and reads them first: a lease taken over or expired (Redis aborts a
+transaction whose watched key expired) makes ``EXEC`` write nothing, and the check runs again
+without that shard. Elsewhere the lease is checked by the dispatcher's clock right before the
+transaction.
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ import redis
 from kombu.transport.redis import Channel as RedisChannel
 from kombu.utils.json import dumps
 
+from ...dispatch.handoff import Guard, Outgoing
 from ...model.codec import StoredMessage
 
 ROUTED_TYPES = ("direct", "topic")
+WATCH_ATTEMPTS = 5  # a watched lease that keeps changing is a lease being lost: give the shard up
 
 
 def can_publish(producer: Any, messages: Sequence[StoredMessage]) -> bool:
@@ -34,39 +43,92 @@ def can_publish(producer: Any, messages: Sequence[StoredMessage]) -> bool:
     return all(channel.typeof(name).type in ROUTED_TYPES for name in exchanges)
 
 
-def publish(producer: Any, messages: Sequence[StoredMessage]) -> dict[int, BaseException]:
-    """Write every message to its queue(s) in one transaction; raises when the broker refuses.
+def same_server_and_db(broker: Any, store: Any) -> bool:
+    """Whether two clients talk to one Redis server and database (its run id and the db number),
+    and the broker's keys are not prefixed (the store's keys then mean the same to both)."""
+    try:
+        if getattr(broker, "global_keyprefix", None):
+            return False
+        same_run = broker.info("server").get("run_id") == store.info("server").get("run_id")
+        db = broker.connection_pool.connection_kwargs.get("db", 0)
+        return bool(same_run) and int(db) == int(store.connection_pool.connection_kwargs.get("db", 0))
+    except (redis.RedisError, AttributeError, TypeError, ValueError):
+        return False  # the dispatcher's clock is checked instead
 
-    A message whose envelope cannot be built is left out and returned (index -> error): it would
-    fail the same way every time.
+
+def publish(producer: Any, batch: Sequence[Outgoing], guard: Guard,
+            same_redis: bool) -> tuple[dict[int, BaseException], set[int]]:
+    """Write the messages of shards still led to their queue(s) in one transaction; raises when the
+    broker refuses. Returns the messages refused (index -> error: an envelope that cannot be
+    built fails the same way every time) and the indexes held back because their lease lapsed.
     """
     channel = producer.channel
-    writes: dict[str, list[str]] = {}  # Redis list -> envelopes, in publish order
-    routes: dict[tuple[str, str], list[str]] = {}
+    built: list[tuple[int, int, str, list[str]]] = []  # index, shard, envelope, Redis lists
     queues: set[str] = set()
+    routes: dict[tuple[str, str], list[str]] = {}
     refused: dict[int, BaseException] = {}
-    for i, m in enumerate(messages):
+    for i, item in enumerate(batch):
         try:
-            built = _build(producer, channel, m, routes)
+            level, payload, targets = _build(producer, channel, item.message, routes)
         except (ConnectionError, OSError, redis.RedisError):  # reading bindings: the broker, not the message
             raise
         except Exception as exc:
             refused[i] = exc
             continue
-        level, payload, targets = built
-        for queue in targets:
-            writes.setdefault(channel._q_for_pri(queue, level), []).append(payload)
-            queues.add(queue)
+        built.append((i, item.shard, payload, [channel._q_for_pri(q, level) for q in targets]))
+        queues.update(targets)
+    lapsed_shards: set[int] = set()
     with channel.conn_or_acquire() as client:
-        pipe = client.pipeline(transaction=True)
-        for key, payloads in writes.items():
-            pipe.lpush(key, *payloads)
-        for queue in queues:
-            if channel._expires and queue in channel._expires:  # as Kombu does on every put
-                for step in channel.priority_steps:
-                    pipe.pexpire(channel._q_for_pri(queue, step), channel._expires[queue])
-        pipe.execute()
-    return refused
+        for _ in range(WATCH_ATTEMPTS):
+            shards = {shard for _, shard, _, _ in built} - lapsed_shards
+            pipe = client.pipeline(transaction=True)
+            if same_redis and shards:
+                lapsed_shards |= _watch_leases(pipe, sorted(shards), guard)
+            else:
+                lapsed_shards |= {s for s in shards if not guard.still_ours(s)}
+            pipe.multi()
+            for key, payloads in _writes(built, lapsed_shards).items():
+                pipe.lpush(key, *payloads)
+            for queue in queues:
+                if channel._expires and queue in channel._expires:  # as Kombu does on every put
+                    for step in channel.priority_steps:
+                        pipe.pexpire(channel._q_for_pri(queue, step), channel._expires[queue])
+            try:
+                pipe.execute()
+            except redis.WatchError:  # a watched lease changed (or expired) meanwhile: check again
+                continue
+            finally:
+                pipe.reset()
+            break
+        else:
+            lapsed_shards |= {shard for _, shard, _, _ in built}  # leases never held still: publish nothing
+    lapsed = {i for i, shard, _, _ in built if shard in lapsed_shards}
+    return refused, lapsed
+
+
+def _watch_leases(pipe: Any, shards: list[int], guard: Guard) -> set[int]:
+    """WATCH the shards' lock and epoch keys and read them; the shards no longer held by the
+    batch's fences. From here to EXEC, a change to any of them aborts the transaction."""
+    keys = [k for s in shards for k in guard.lease_keys(s)]
+    pipe.watch(*keys)
+    values = pipe.mget(keys)
+    lapsed = set()
+    for n, shard in enumerate(shards):
+        fence = guard.fence(shard)
+        token, epoch = values[2 * n], values[2 * n + 1]
+        if token is None or token.decode() != fence.token or epoch is None or int(epoch) != fence.epoch:
+            lapsed.add(shard)
+    return lapsed
+
+
+def _writes(built: list[tuple[int, int, str, list[str]]], lapsed: set[int]) -> dict[str, list[str]]:
+    """Redis list -> envelopes, in publish order, without the lapsed shards' messages."""
+    writes: dict[str, list[str]] = {}
+    for _, shard, payload, keys in built:
+        if shard not in lapsed:
+            for key in keys:
+                writes.setdefault(key, []).append(payload)
+    return writes
 
 
 def _build(producer: Any, channel: Any, m: StoredMessage,

@@ -16,11 +16,14 @@
 
   It also writes when the leader will claim this shard next (the earliest due entry, at most
   ARGV[5] ms away) to the wake key: a schedule due before that publishes a wake-up. Written here,
-  with the claim, the key is never stale while the leader lives.
+  with the claim, the key is never stale while the leader lives. Its old value is deleted first:
+  on a full store Redis refuses a script's first memory-growing write, and a shard with nothing due
+  would otherwise fail its claim (and so drain nothing) exactly when the store needs draining.
 
   Returns {0} when fenced, else
-    {1, now ms, next due ms or -1, {ids}, {due scores}, {messages}, lease deadline ms}
-  An id found in `due` without a message (should not happen) is dropped from `due`.
+    {1, now ms, next due ms or -1, {ids}, {due scores}, {messages}, lease deadline ms, {orphan ids}}
+  An id found in `due` without a message (another program wrote it, or a bug) cannot be published:
+  it is dropped from `due` and returned as an orphan, so the dispatcher logs and counts it.
 ]]
 --- @include "now"
 --- @include "forget_key"
@@ -36,7 +39,7 @@ end
 local now = now_ms()
 local deadline = now + tonumber(ARGV[4])
 local items = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
-local ids, scores, payloads = {}, {}, {}
+local ids, scores, payloads, orphans = {}, {}, {}, {}
 
 if #items > 0 then
   local found = {}
@@ -46,10 +49,10 @@ if #items > 0 then
   local leases = {}
   local keyed = redis.call('HLEN', id_keys) > 0
   for i = 1, #found do
-    if not messages[i] and keyed then
-      forget_key(pending_keys, id_keys, found[i])  -- an orphan id: dropped for good
-    end
-    if messages[i] then
+    if not messages[i] then
+      orphans[#orphans + 1] = found[i]
+      if keyed then forget_key(pending_keys, id_keys, found[i]) end
+    else
       ids[#ids + 1] = found[i]
       scores[#scores + 1] = items[2 * i]
       payloads[#payloads + 1] = messages[i]
@@ -63,9 +66,8 @@ end
 local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
 local next_claim = now + tonumber(ARGV[5])
 if nxt[2] and tonumber(nxt[2]) < next_claim then next_claim = tonumber(nxt[2]) end
-if #items >= 2 * tonumber(ARGV[3]) then
-  redis.call('DEL', wake)  -- a full batch: the leader claims again at once
-else
+redis.call('DEL', wake)  -- a full batch: the leader claims again at once, and wakes up unasked
+if #items < 2 * tonumber(ARGV[3]) then
   redis.call('SET', wake, next_claim, 'PX', tonumber(ARGV[6]))
 end
-return {1, now, nxt[2] or -1, ids, scores, payloads, deadline}
+return {1, now, nxt[2] or -1, ids, scores, payloads, deadline, orphans}

@@ -6,16 +6,14 @@
   ARGV[1] id, ARGV[2] record, ARGV[3] most entries kept, ARGV[4] longest age kept (ms)
 
   Trimming removes at most 1000 entries a call, so an add never blocks Redis for long even after
-  the caps were lowered; later adds finish the job.
+  the caps were lowered; later adds finish the job. It runs before the add, so on a full store a
+  trim that frees memory lets the add through.
   Returns {dead-lettered time ms, number trimmed}.
 ]]
 --- @include "now"
 
 local index, data = KEYS[1], KEYS[2]
 local now = now_ms()
-redis.call('HSET', data, ARGV[1], ARGV[2])
-redis.call('ZADD', index, now, ARGV[1])
-
 local trimmed = 0
 local old = redis.call('ZRANGEBYSCORE', index, '-inf', '(' .. (now - tonumber(ARGV[4])), 'LIMIT', 0, 1000)
 for i = 1, #old do
@@ -23,7 +21,9 @@ for i = 1, #old do
   redis.call('HDEL', data, old[i])
   trimmed = trimmed + 1
 end
-local excess = redis.call('ZCARD', index) - tonumber(ARGV[3])
+-- One place is kept for the new letter (unless it replaces one with the same id).
+local adding = redis.call('ZSCORE', index, ARGV[1]) and 0 or 1
+local excess = redis.call('ZCARD', index) + adding - tonumber(ARGV[3])
 if excess > 0 then
   local victims = redis.call('ZRANGE', index, 0, math.min(excess, 1000) - 1)
   for i = 1, #victims do
@@ -32,4 +32,6 @@ if excess > 0 then
     trimmed = trimmed + 1
   end
 end
+redis.call('HSET', data, ARGV[1], ARGV[2])
+redis.call('ZADD', index, now, ARGV[1])
 return {now, trimmed}

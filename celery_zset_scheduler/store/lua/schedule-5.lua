@@ -1,5 +1,6 @@
 --[[
-  Schedule entries in one shard: ZADD of the id with its due time plus HSET of its message.
+  Schedule entries in one shard: ZADD of the id with its due time plus HSET of its message, stored
+  behind an arrival stamp (includes/stamp.lua): entries due at the same instant keep send order.
 
   KEYS[1] due           ZSET id -> due ms
   KEYS[2] msg           HASH id -> encoded message
@@ -28,12 +29,14 @@
 ]]
 --- @include "wake"
 --- @include "forget_key"
+--- @include "stamp"
 
 local due, msg, wake, pending_keys, id_keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local channel, shard, replace = ARGV[1], ARGV[2], ARGV[3] == '1'
 local count = (#ARGV - 3) / 4
 local results = {}
 local earliest = nil
+local arrived = redis.call('TIME')
 
 -- Entry j is ARGV[4j] id, ARGV[4j + 1] due ms, ARGV[4j + 2] message, ARGV[4j + 3] idempotency key.
 local batched = not replace
@@ -59,7 +62,7 @@ if batched and count > 0 then
       zadd[#zadd + 1] = score
       zadd[#zadd + 1] = id
       hset[#hset + 1] = id
-      hset[#hset + 1] = ARGV[4 * j + 2]
+      hset[#hset + 1] = stamp(arrived, j)  .. ARGV[4 * j + 2]
       score = tonumber(score)
       if earliest == nil or score < earliest then earliest = score end
       results[j] = 1
@@ -98,7 +101,7 @@ else
       end
       if result ~= 0 then
         redis.call('ZADD', due, score, id)
-        redis.call('HSET', msg, id, payload)
+        redis.call('HSET', msg, id, stamp(arrived, (i - 4) / 4 + 1) .. payload)
         if ikey ~= '' then
           redis.call('HSET', pending_keys, ikey, id)
           redis.call('HSET', id_keys, id, ikey)

@@ -1,0 +1,33 @@
+"""The values of a shard's ``msg`` hash: the encoded message behind an arrival stamp.
+
+Since format 3 the schedule script stores ``\\x01`` + Redis TIME (seconds, microseconds, 4 bytes
+each) + the entry's place in its call (2 bytes) + the message. The stamp is the store's own: it
+orders entries due at the same instant by arrival (send order) across shards, and it is taken off
+before a message is decoded. A value without the marker was written by format 2 and has no stamp.
+"""
+
+from __future__ import annotations
+
+import struct
+
+MARKER = 0x01
+_STAMP = struct.Struct(">IIH")
+STAMP_BYTES = 1 + _STAMP.size
+
+#: (seconds, microseconds, place in call): compares as arrival order.
+Arrival = tuple[int, int, int]
+#: Sorts before any stamp: format-2 values arrived before format 3 existed.
+UNSTAMPED: Arrival = (0, 0, 0)
+
+
+def split(value: bytes) -> tuple[Arrival, bytes]:
+    """The arrival stamp and the encoded message of a stored value."""
+    if value[:1] == b"\x01" and len(value) >= STAMP_BYTES:
+        seconds, micros, place = _STAMP.unpack_from(value, 1)
+        return (seconds, micros, place), value[STAMP_BYTES:]
+    return UNSTAMPED, value
+
+
+def payload(value: bytes | None) -> bytes | None:
+    """The encoded message of a stored value, without its stamp."""
+    return None if value is None else split(value)[1]
