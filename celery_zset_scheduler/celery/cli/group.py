@@ -35,7 +35,7 @@ def zset(ctx: click.Context) -> None:
 
     TIME values (--eta, --due-before, --before...) are ISO 8601 date-times (naive ones as
     UTC, as a Celery worker reads a naive eta), 'now', or offsets from now: +10m, -2h, 1d12h.
-    Every command takes --json for scripts (schemas and exit codes: docs/cli.md).
+    Every command takes --json for scripts (schemas and exit codes: `celery zset docs`).
     """
 
 
