@@ -24,6 +24,11 @@ class NotSerializable(ZSetSchedulerError, TypeError):
     """A task's arguments cannot be encoded with the serializer the store accepts."""
 
 
+class InvalidId(ZSetSchedulerError, ValueError):
+    """A task id or idempotency key that cannot be stored: Redis needs it as UTF-8, and a lone
+    surrogate (e.g. from bytes decoded with ``surrogateescape``) has no UTF-8 form."""
+
+
 class StoreUnavailable(ZSetSchedulerError):
     """The store's Redis could not be reached (or refused the credentials) while scheduling."""
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigurationError
 
@@ -59,11 +60,40 @@ def _seconds(lo: float, hi: float = math.inf, lo_open: bool = False) -> Parser:
 
 
 def _optional_url(key: str, value: Any) -> str | None:
+    # The URL itself is never echoed: it may hold a password.
     if value is None or value == "":
         return None
-    if not isinstance(value, str) or not re.match(r"^(redis|rediss|unix)://", value):
-        raise _fail(key, value, "a redis://, rediss:// or unix:// URL")
+    expected = f"{PREFIX}{key}: expected a redis://, rediss:// or unix:// URL"
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{expected}, got a {type(value).__name__}")
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.\-]*)://", value)
+    if scheme is None or scheme.group(1) not in ("redis", "rediss", "unix"):
+        got = f"a {scheme.group(1)}:// URL" if scheme else "no URL scheme"
+        raise ConfigurationError(f"{expected}, got {got}")
+    problem = _url_problem(value)
+    if problem:
+        raise ConfigurationError(f"{PREFIX}{key}: {problem}")
     return value
+
+
+def _url_problem(url: str) -> str | None:
+    """What redis-py would refuse in a URL's port or database number, in words."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        shown = parts.netloc.rpartition(":")[2]
+        # Only digits are shown: a non-number there may be a password whose '@host' is missing.
+        got = f", got {shown}" if shown.isdigit() else ""
+        return f"the port must be a number from 1 to 65535{got} (e.g. redis://localhost:6379/0)"
+    db = unquote(parts.path).strip("/")
+    if db and not db.isdigit():
+        return "the database after the host must be a number (e.g. redis://localhost:6379/0)"
+    return None
 
 
 def _prefix(key: str, value: Any) -> str:
@@ -193,7 +223,7 @@ class Settings:
             name = _setting_name(raw)
             if name is not None and name not in known:
                 hint = difflib.get_close_matches(name, known, n=1)
-                suggestion = f"; did you mean {PREFIX}{hint[0]}?" if hint else ""
+                suggestion = f"; did you mean {_spelt_like(raw, name, hint[0])}?" if hint else ""
                 raise ConfigurationError(f"unknown setting {raw!r}{suggestion}")
         values: dict[str, Any] = {}
         for f in fields(cls):
@@ -224,3 +254,10 @@ def _setting_name(raw: str) -> str | None:
         if key.startswith(namespace + PREFIX):
             return key[len(namespace) + len(PREFIX):]
     return None
+
+
+def _spelt_like(raw: str, name: str, hint: str) -> str:
+    """``hint`` as the full key ``raw`` meant: same namespace (Django's ``CELERY_``) and case."""
+    namespace = raw[: len(raw) - len(PREFIX) - len(name)]
+    full = namespace + PREFIX + hint
+    return full.upper() if namespace and namespace.isupper() else full

@@ -28,3 +28,21 @@ def test_the_two_commands_exist() -> None:
     for target in ("demo", "test"):
         assert f"make {target}" in README
         assert re.search(rf"^{target}:", makefile, re.MULTILINE)
+
+
+def test_the_zset_commands_it_names_exist() -> None:
+    from celery_zset_scheduler.celery.cli import zset
+
+    named = set(re.findall(r"celery -A proj zset ([a-z][a-z-]*)", README))
+    listed = README.split("`celery -A proj zset …`:")[1].split("Every command")[0]
+    named |= {word.split()[0] for word in re.findall(r"`([a-z][a-z-]*(?: [^`]*)?)`", listed)}
+    assert named and named <= set(zset.commands), named - set(zset.commands)
+    assert "docs" in named
+
+
+def test_the_install_commands_work_before_pypi() -> None:
+    # The package is not on PyPI yet: the first install command must be one that works today.
+    use_it = README.split("## Use it")[1]
+    first = re.search(r"^pip install (\S+)", use_it, re.MULTILINE)
+    assert first is not None and first.group(1).startswith("./"), first
+    assert "pip install celery-zset-scheduler`" in use_it  # kept for when it is published

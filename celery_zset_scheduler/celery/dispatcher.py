@@ -18,10 +18,11 @@ from .state import ensure_installation
 
 def build_dispatcher(
     app: Any, *, pinned: set[int] | None = None, member_id: str | None = None,
-    observer: Observer | None = None, metrics_port: int | None = None,
+    observer: Observer | None = None, metrics_port: int | None = None, metrics_option: str = "metrics_port",
 ) -> Dispatcher:
     """A dispatcher for ``app``; with ``zset_scheduler_metrics_port`` set (or ``metrics_port``
-    given) it also serves Prometheus metrics until it stops."""
+    given) it also serves Prometheus metrics until it stops. ``metrics_option`` is how the caller
+    names ``metrics_port`` in errors (``--metrics-port`` for the command line)."""
     inst = ensure_installation(app)
     s = inst.settings
     if pinned is not None:
@@ -41,7 +42,7 @@ def build_dispatcher(
     if port is not None:
         from ..dispatch.metrics import DispatcherMetrics
 
-        metrics = DispatcherMetrics()
+        metrics = DispatcherMetrics("zset_scheduler_metrics_port" if metrics_port is None else metrics_option)
         observer = metrics if observer is None else Observers(observer, metrics)
     dispatcher = Dispatcher(
         inst.store, config=config, member_id=member_id, pinned=pinned, dead_letters=inst.dead_letters,

@@ -120,6 +120,11 @@ def installation_for(app: Any) -> Installation | None:
     return _installations.get(app)
 
 
+def installed_conf(conf: Any) -> bool:
+    """Whether ``conf`` is the configuration of an installed app (the object ``app.conf`` is now)."""
+    return any(getattr(app, "_conf", None) is conf for app in list(_installations.keys()))
+
+
 def ensure_installation(app: Any, overrides: dict[str, Any] | None = None) -> Installation:
     inst = _installations.get(app)
     if inst is None:

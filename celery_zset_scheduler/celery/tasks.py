@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import os
 import secrets
 import time
@@ -39,6 +40,15 @@ class RetryPolicy:
     backoff: float = 1.0
     backoff_max: float = 600.0
     jitter: bool = True
+
+    def __post_init__(self) -> None:
+        retries = self.max_retries
+        if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
+            raise ValueError(f"RetryPolicy: max_retries must be None (no limit) or an integer >= 0, got {retries!r}")
+        for name in ("backoff", "backoff_max"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"RetryPolicy: {name} must be a number of seconds >= 0, got {value!r}")
 
 
 class ZSetTask(Task):
@@ -122,6 +132,8 @@ class IdempotentTask(ZSetTask):
             existing = self.AsyncResult(outcome[0].task_id)
             existing.duplicate_of_pending = True  # this call scheduled nothing new
             return existing
+        if result is not None:
+            result.duplicate_of_pending = False
         return result
 
     def key_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:

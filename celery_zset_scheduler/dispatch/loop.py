@@ -23,8 +23,9 @@ import redis
 
 from ..errors import ZSetSchedulerError
 from ..model.backoff import OutageBackoff
-from ..model.logs import log_event
+from ..model.logs import describe, log_event
 from ..store.claims import Claims
+from ..store.client import location
 from ..store.deadletters import DeadLetters
 from ..store.pending import Store
 from .config import DispatcherConfig
@@ -141,12 +142,14 @@ class Dispatcher:
 
     def _failed(self, what: str, exc: BaseException) -> None:
         now = time.monotonic()
+        # What failed, in words (redis-py's repr() is only "network:ConnectionError"), and where.
+        where = {"store": location(self.store.client)} if what == "redis" else {}
         if self._outage is None:
-            log_event(logging.WARNING, "outage.started", what=what, error=repr(exc))
+            log_event(logging.WARNING, "outage.started", what=what, **where, error=describe(exc))
             self.observer.outage(what, exc)
             self._outage_logged = now
         elif now - self._outage_logged > OUTAGE_REMINDER_S:
-            log_event(logging.WARNING, "outage.continues", what=what, error=repr(exc))
+            log_event(logging.WARNING, "outage.continues", what=what, **where, error=describe(exc))
             self._outage_logged = now
         self._outage = what
         self._close_pubsub()  # re-subscribe after the outage

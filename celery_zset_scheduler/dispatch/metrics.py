@@ -38,22 +38,29 @@ DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 
 
-def _prometheus() -> Any:
+SETTING = "zset_scheduler_metrics_port"
+
+
+def _prometheus(asked_by: str = SETTING) -> Any:
     try:
         import prometheus_client
     except ImportError:
         raise ConfigurationError(
-            "zset_scheduler_metrics_port is set but prometheus-client is not installed: "
+            f"{asked_by} is set but prometheus-client is not installed: "
             "pip install 'celery-zset-scheduler[metrics]'"
         ) from None
     return prometheus_client
 
 
 class DispatcherMetrics(Observer):
-    """The metrics of one dispatcher, in a registry of its own."""
+    """The metrics of one dispatcher, in a registry of its own.
 
-    def __init__(self) -> None:
-        prom = _prometheus()
+    ``asked_by`` names what asked for them (the setting, or ``--metrics-port``) in errors.
+    """
+
+    def __init__(self, asked_by: str = SETTING) -> None:
+        self.asked_by = asked_by
+        prom = _prometheus(asked_by)
         self.registry = prom.CollectorRegistry(auto_describe=True)
 
         def make(kind: str, name: str, doc: str, labels: Sequence[str] = (), **kw: Any) -> Any:
@@ -145,12 +152,12 @@ class DispatcherMetrics(Observer):
 
     def serve(self, addr: str, port: int) -> int:
         """Serve ``/metrics`` on ``addr:port`` (0: any free port); returns the bound port."""
-        prom = _prometheus()
+        prom = _prometheus(self.asked_by)
         server_cls = _Server6 if ":" in addr else _Server
         try:
             server = make_server(addr, port, prom.make_wsgi_app(self.registry), server_cls, handler_class=_Quiet)
         except OSError as exc:
-            raise ConfigurationError(f"zset_scheduler_metrics_port: cannot listen on {addr}:{port}: {exc}") from exc
+            raise ConfigurationError(f"{self.asked_by}: cannot listen on {addr}:{port}: {exc}") from exc
         self._server = server
         self.port = int(server.server_address[1])
         self._spawn(server.serve_forever, "zset-metrics-http")

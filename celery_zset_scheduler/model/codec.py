@@ -63,6 +63,18 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 _PACKED = "~"
 
 _dumps: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_bytes(value: Any) -> bytes:
+    """Compact UTF-8 JSON. A lone surrogate (Celery's argsrepr keeps one from an argument) has no
+    UTF-8 form: it is written as a ``\\udXXX`` escape, as Kombu's JSON writes it, which reads back
+    as the same string; character by character, so a :class:`Template` gives the same bytes."""
+    text = _dumps(value)
+    try:
+        return text.encode(UTF8)
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode(UTF8)
 
 
 @dataclass(frozen=True)
@@ -144,7 +156,7 @@ def encode(message: StoredMessage) -> bytes:
         extra["q"] = message.queue
     if extra:
         meta.append(extra)
-    return _dumps(meta).encode(UTF8) + b"\n" + body
+    return _json_bytes(meta) + b"\n" + body
 
 
 def decode(task_id: str, raw: bytes) -> StoredMessage:
@@ -254,5 +266,5 @@ def _unpack_uuid(value: Any) -> Any:
 
 
 def _quoted(text: str) -> bytes:
-    return _dumps(text).encode(UTF8)
+    return _json_bytes(text)
 

@@ -11,12 +11,34 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..errors import InvalidId
+
 # Bumped when the layout or the stored payload format changes incompatibly; kept in the meta hash.
 # 2: the codec's positional meta line followed by the raw body (1 was one JSON object).
 # 3: each stored value starts with an arrival stamp (store/values.py); format-2 values still read.
 FORMAT_VERSION = 3
 #: The previous format, whose stores this version reads and upgrades on first use.
 UPGRADES_FROM = 2
+
+
+def check_storable(text: str, what: str = "task id") -> None:
+    """Refuse an id or key Redis cannot hold (it must encode as UTF-8), naming it and why."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidId(
+            f"{what} {text!r} cannot be stored: {text[exc.start]!r} at position {exc.start} is a lone "
+            "surrogate, which has no UTF-8 form (was it decoded from bytes with errors='surrogateescape'?)"
+        ) from None
+
+
+def storable(text: str) -> bool:
+    """Whether ``text`` can be a Redis key or member: an id that is not can never be stored."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

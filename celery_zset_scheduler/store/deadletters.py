@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..model.keys import KeySpace
+from ..model.keys import KeySpace, storable
 from ..model.letters import DeadLetter
 from .scripts import Call, ScriptDef, Scripts, as_int
 
@@ -90,6 +90,7 @@ class DeadLetters:
 
     def get_many(self, task_ids: Sequence[str]) -> dict[str, DeadLetter]:
         """The letters of those ids that have one (one round trip)."""
+        task_ids = [i for i in task_ids if storable(i)]  # one that is not can have no letter
         pipe = self.client.pipeline(transaction=False)
         for task_id in task_ids:
             pipe.hget(self.keys.dlq_data, task_id)
@@ -104,6 +105,7 @@ class DeadLetters:
 
     def present(self, task_ids: Sequence[str]) -> list[str]:
         """Those ids that have a letter (one round trip)."""
+        task_ids = [i for i in task_ids if storable(i)]
         pipe = self.client.pipeline(transaction=False)
         for task_id in task_ids:
             pipe.zscore(self.keys.dlq_index, task_id)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..model.keys import KeySpace
+from ..model.keys import KeySpace, check_storable, storable
 from . import meta
 from .schedule import NewEntry, ScheduleResult, schedule_call
 from .scripts import Call, ScriptDef, Scripts, as_bool
@@ -139,6 +139,7 @@ class Store:
 
         A direct script call, not a one-command pipeline: one round trip per ``apply_async``.
         """
+        _check_entry(task_id, idempotency_key)
         self.check_meta()
         entry = NewEntry(task_id, due_ms, payload, idempotency_key)
         shard = self.keys.shard_of(idempotency_key or task_id)
@@ -146,6 +147,8 @@ class Store:
 
     def schedule_many(self, entries: Sequence[NewEntry], *, replace: bool = False) -> list[ScheduleResult]:
         """Schedule many entries in one pipelined round trip; results are in the input order."""
+        for entry in entries:
+            _check_entry(entry.task_id, entry.idempotency_key)
         self.check_meta()
         by_shard: dict[int, list[int]] = defaultdict(list)
         for index, entry in enumerate(entries):
@@ -178,14 +181,14 @@ class Store:
 
     def cancel(self, task_ids: Iterable[str]) -> dict[str, CancelStatus]:
         """Cancel pending entries. In-flight ones (being published right now) cannot be."""
-        ids = list(dict.fromkeys(task_ids))
-        status: dict[str, CancelStatus] = dict.fromkeys(ids, "unknown")
+        status: dict[str, CancelStatus] = dict.fromkeys(task_ids, "unknown")
+        ids = [i for i in status if storable(i)]  # one that is not was never stored: unknown
         by_shard: dict[int, list[str]] = defaultdict(list)
         for task_id in ids:
             by_shard[self.keys.shard_of(task_id)].append(task_id)
         self._cancel_in(by_shard, status)
         # Entries scheduled under an idempotency key live in the key's shard: look there too.
-        missing = [i for i, s in status.items() if s == "unknown"]
+        missing = [i for i in ids if status[i] == "unknown"]
         if missing and self.shards > 1:
             self._cancel_in({s: missing for s in range(self.shards)}, status)
         return status
@@ -223,6 +226,8 @@ class Store:
         Entries scheduled under an idempotency key live in the key's shard, which only the
         second step finds. Either way the cost is independent of the number of entries (I4).
         """
+        if not storable(task_id):  # never stored, so nowhere to look
+            return None
         own = self.keys.shard_of(task_id)
         for shards in ([own], [s for s in range(self.shards) if s != own]):
             if not shards:
@@ -231,3 +236,9 @@ class Store:
                 if reply:
                     return shard, reply
         return None
+
+
+def _check_entry(task_id: str, idempotency_key: str | None) -> None:
+    check_storable(task_id)
+    if idempotency_key is not None:
+        check_storable(idempotency_key, "idempotency key")

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from celery_zset_scheduler import task_dead_lettered
@@ -182,3 +183,22 @@ def test_a_fixed_task_requeued_from_the_dead_letter_store_runs(apps: AppFactory,
     assert [run["tag"] for run in apps.executions()] == ["fixable.failed", "fixable.ok"]
     assert installation_for(app).dead_letters.get(result.id) is None  # type: ignore[union-attr]
     assert app.AsyncResult(result.id).get(timeout=10) == 42
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_retries": -1}, "max_retries must be None .no limit. or an integer >= 0, got -1"),
+        ({"max_retries": 2.5}, "max_retries"),
+        ({"max_retries": True}, "max_retries"),
+        ({"backoff": -1.0}, "backoff must be a number of seconds >= 0, got -1.0"),
+        ({"backoff_max": float("nan")}, "backoff_max"),
+        ({"backoff": "1s"}, "backoff"),
+    ],
+)
+def test_a_retry_policy_refuses_values_that_mean_nothing(kwargs: dict[str, Any], message: str) -> None:
+    from celery_zset_scheduler import RetryPolicy
+
+    with pytest.raises(ValueError, match=f"^RetryPolicy: {message}"):
+        RetryPolicy(**kwargs)
+    assert RetryPolicy(max_retries=None).max_retries is None and RetryPolicy(max_retries=0, backoff=0).backoff == 0

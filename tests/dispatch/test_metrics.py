@@ -143,3 +143,15 @@ def test_a_taken_port_is_a_clear_error(apps: AppFactory) -> None:
             build_dispatcher(apps(), metrics_port=metrics.port)
     finally:
         metrics.close()
+
+
+def test_without_prometheus_client_the_error_names_the_flag_that_asked(
+    apps: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ..support.cli_support import invoke
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    result = invoke(apps(), "run", "--metrics-port", "0")
+    assert result.exit_code == 1
+    assert "--metrics-port is set but prometheus-client is not installed" in result.output
+    assert "zset_scheduler_metrics_port" not in result.output

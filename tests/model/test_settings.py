@@ -47,10 +47,43 @@ def test_invalid_values_name_the_setting(key: str, value: object, message: str) 
         settings({key: value})
 
 
-@pytest.mark.parametrize("key", ["zset_scheduler_shard", "CELERY_ZSET_SCHEDULER_SHARD", "ZSET_SCHEDULER_BATCH"])
-def test_unknown_settings_are_refused_with_a_suggestion(key: str) -> None:
-    with pytest.raises(ConfigurationError, match=f"unknown setting '{key}'; did you mean zset_scheduler_"):
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("zset_scheduler_shard", "zset_scheduler_shards"),
+        ("ZSET_SCHEDULER_BATCH", "zset_scheduler_batch_size"),
+        # Django's namespace: the spelling that works in settings.py, not the Celery one.
+        ("CELERY_ZSET_SCHEDULER_SHARD", "CELERY_ZSET_SCHEDULER_SHARDS"),
+        ("celery_zset_scheduler_lock_timout", "celery_zset_scheduler_lock_timeout"),
+    ],
+)
+def test_unknown_settings_are_refused_with_a_suggestion(key: str, meant: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"^unknown setting '{key}'; did you mean {meant}[?]$"):
         settings({}, present=[key])
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://localhost:abc/0", "zset_scheduler_url: the port must be a number from 1 to 65535 "),
+        ("redis://localhost:70000/0", "from 1 to 65535, got 70000 "),
+        ("redis://localhost:0/0", "from 1 to 65535, got 0 "),
+        ("redis://localhost:6379/zero", "zset_scheduler_url: the database after the host must be a number"),
+        ("redis://:s3cret@localhost:6379x/0", "the port must be a number"),
+        ("http://:s3cret@localhost/0", "expected a redis://, rediss:// or unix:// URL, got a http:// URL"),
+        ("s3cret", "expected a redis://, rediss:// or unix:// URL, got no URL scheme"),
+    ],
+)
+def test_a_bad_store_url_is_named_without_its_password(url: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message) as failed:
+        settings({"zset_scheduler_url": url})
+    assert "s3cret" not in str(failed.value)
+
+
+@pytest.mark.parametrize("url", ["redis://h:6379/0", "redis://h", "redis://h/", "rediss://h:6380/15",
+                                 "unix:///run/redis.sock?db=2", "redis://:pw@[::1]:6379/0"])
+def test_good_store_urls(url: str) -> None:
+    assert settings({"zset_scheduler_url": url}).url == url
 
 
 def test_other_settings_are_not_ours() -> None:

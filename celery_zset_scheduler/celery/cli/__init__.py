@@ -5,13 +5,14 @@ from __future__ import annotations
 from .actions import cancel, reschedule, run_now
 from .bench import bench
 from .dlq import dlq
+from .docs import docs
 from .doctor import doctor
 from .group import zset
 from .pending import ls, show
 from .run import run
 from .status import status
 
-for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, bench):
+for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, bench, docs):
     zset.add_command(command)
 
 __all__ = ["zset"]

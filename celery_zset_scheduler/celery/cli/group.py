@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import click
@@ -22,6 +24,9 @@ class ZSetGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.Abort, click.exceptions.Exit):
             raise
+        except BrokenPipeError:  # `celery zset docs | head`: the reader has seen enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush
+            return None
         except Exception as exc:
             if ctx.meta.get(VERBOSE):
                 raise
@@ -35,7 +40,7 @@ def zset(ctx: click.Context) -> None:
 
     TIME values (--eta, --due-before, --before...) are ISO 8601 date-times (naive ones as
     UTC, as a Celery worker reads a naive eta), 'now', or offsets from now: +10m, -2h, 1d12h.
-    Every command takes --json for scripts (schemas and exit codes: docs/cli.md).
+    Every command takes --json for scripts (schemas and exit codes: `celery zset docs`).
     """
 
 

@@ -51,7 +51,7 @@ def _set_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> Non
 
 
 json_option = click.option("--json", "as_json", is_flag=True,
-                           help="Print JSON for scripts (schemas: docs/cli.md) instead of a table.")
+                           help="Print JSON for scripts (schemas: `celery zset docs`) instead of a table.")
 yes_option = click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 verbose_option = click.option("-v", "--verbose", is_flag=True, expose_value=False, is_eager=True,
                               callback=_set_verbose, help="Show the traceback of an error.")

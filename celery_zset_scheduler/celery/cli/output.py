@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from ...model.urls import mask_url
 
 
 class ExitCode(IntEnum):
-    """Exit codes of ``celery zset`` commands (documented in docs/cli.md)."""
+    """Exit codes of ``celery zset`` commands (documented in docs/cli.md, ``celery zset docs``)."""
 
     OK = 0
     ERROR = 1  # Redis unreachable, bad configuration, unexpected error
@@ -38,10 +39,10 @@ class CommandError(click.ClickException):
 def one_line(exc: BaseException, url: str | None = None) -> str:
     """A one-line explanation of an unexpected error."""
     where = f" at {mask_url(url)}" if url else ""
+    if isinstance(exc, redis.AuthenticationError):  # first: it is a ConnectionError too
+        return f"Redis{where} refused the credentials: {exc}"
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return f"cannot reach Redis{where}: {exc}"
-    if isinstance(exc, redis.AuthenticationError):
-        return f"Redis{where} refused the credentials: {exc}"
     if isinstance(exc, redis.RedisError):
         return f"Redis{where} error: {exc}"
     if isinstance(exc, ZSetSchedulerError):
@@ -49,8 +50,17 @@ def one_line(exc: BaseException, url: str | None = None) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+# A lone surrogate (an id given on the command line as bytes that are not UTF-8) cannot be written
+# to stdout: it is shown as its escape, in JSON and in tables.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(text: str) -> str:
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=False))
+    click.echo(_escaped(json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=False)))
 
 
 def table(
@@ -61,7 +71,7 @@ def table(
 
     ``style(column, raw, padded)`` may colour a body cell after padding, so widths stay right.
     """
-    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in row] for row in rows]
+    cells = [[str(h) for h in headers]] + [["-" if c is None else _escaped(str(c)) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = []
     for n, row in enumerate(cells):
@@ -144,10 +154,12 @@ def print_results(data: Mapping[str, Any], as_json: bool, *, ok: Sequence[str]) 
     if as_json:
         emit_json(data)
     else:
-        rows = [(r["id"], r["status"]) for r in data["results"]]
+        # The new due time of a moved task (reschedule, run-now) is shown, not only in JSON.
+        due = any("due" in r for r in data["results"])
+        rows = [(r["id"], r["status"], *([r.get("due")] if due else [])) for r in data["results"]]
         if rows:
-            click.echo(table(["ID", "STATUS"], rows))
-        summary = ", ".join(f"{n} {s}" for s, n in data["counts"].items()) or "nothing to do"
+            click.echo(table(["ID", "STATUS", *(["DUE"] if due else [])], rows))
+        summary = ", ".join(f"{number(n)} {s}" for s, n in data["counts"].items()) or "nothing to do"
         click.echo(f"{data['action']}: {summary}")
     if any(n and status not in ok for status, n in data["counts"].items()):
         click.get_current_context().exit(int(ExitCode.NOT_FOUND))

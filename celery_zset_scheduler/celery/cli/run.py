@@ -34,7 +34,8 @@ def run(ctx: click.Context, shards: str | None, loglevel: str, metrics_port: int
     app = app_of(ctx)
     app.log.setup(loglevel=loglevel.upper(), colorize=False)
     try:
-        dispatcher = build_dispatcher(app, pinned=_shard_list(shards), metrics_port=metrics_port)
+        dispatcher = build_dispatcher(app, pinned=_shard_list(shards), metrics_port=metrics_port,
+                                      metrics_option="--metrics-port")
     except ZSetSchedulerError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -69,13 +69,13 @@ def status_text(status: StoreStatus, prefix: str) -> str:
         relative(status.oldest_due_ms, now), "", "", number(status.rate),
     ))
     lines = [
-        f"store {prefix!r}: {len(status.shards)} shards, Redis time {iso(now)}",
+        f"store {prefix!r}: {number(len(status.shards))} shards, Redis time {iso(now)}",
         "",
         table(["SHARD", "PENDING", "IN FLIGHT", "LAG", "OLDEST DUE", "LEADER", "EPOCH", "RATE/S"], rows,
               right=(0, 1, 2, 3, 6, 7)),
         "",
         f"dead letters: {number(status.dead_letters)}",
-        f"dispatchers alive: {len(status.dispatchers)}",
+        f"dispatchers alive: {number(len(status.dispatchers))}",
     ]
     for d in status.dispatchers:
         led = ",".join(map(str, d.shards)) or "none"
