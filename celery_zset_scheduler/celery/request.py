@@ -16,7 +16,7 @@ from celery.worker.request import Request
 
 from ..model.headers import FIRST_FAILURE
 from ..model.letters import DeadLetter
-from ..model.logs import log_event
+from ..model.logs import describe, log_event
 from .messages import received
 from .state import ensure_installation
 
@@ -33,7 +33,7 @@ class DeadLetterRequest(Request):
             try:
                 dead_letter_request(self, exc, exc_info.traceback, reason)
             except Exception as error:  # never let the dead-letter store break the worker
-                log_event(logging.ERROR, "dead_letter.failed", task_id=self.id, error=repr(error))
+                log_event(logging.ERROR, "dead_letter.failed", task_id=self.id, error=describe(error))
         return super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
 
     def _dead_letter_reason(self, exc: BaseException) -> str | None:

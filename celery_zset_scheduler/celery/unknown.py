@@ -9,7 +9,7 @@ from typing import Any
 from celery import signals
 
 from ..model.letters import DeadLetter
-from ..model.logs import log_event
+from ..model.logs import describe, log_event
 from .messages import received
 from .state import installation_for
 
@@ -30,7 +30,7 @@ def on_task_unknown(sender: Any = None, message: Any = None, exc: Any = None, na
         ))
         log_event(logging.WARNING, "task.dead_lettered", task_id=stored.task_id, task=name, reason="unknown_task")
     except Exception as error:  # the worker must keep consuming whatever happens here
-        log_event(logging.ERROR, "dead_letter.failed", task_id=id, error=repr(error))
+        log_event(logging.ERROR, "dead_letter.failed", task_id=id, error=describe(error))
 
 
 def connect() -> None:

@@ -27,7 +27,7 @@ import redis
 from ..errors import PoisonMessage
 from ..model.codec import StoredMessage, decode
 from ..model.letters import DeadLetter
-from ..model.logs import log_event
+from ..model.logs import describe, log_event
 from ..store.claims import Claimed, ClaimResult, Fence
 from .handoff import Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
 
@@ -266,7 +266,7 @@ class GenericHandOff:
                 item.message, "unpublishable", exc_type=type(exc).__name__, exc_message=str(exc),
                 first_failure_ms=now, last_failure_ms=now, worker="dispatcher",
             )
-            self._dead_letter(item.entry, letter, "unpublishable", repr(exc))
+            self._dead_letter(item.entry, letter, "unpublishable", describe(exc))
 
     def _release(self, entries: list[Claimed]) -> None:
         if entries:

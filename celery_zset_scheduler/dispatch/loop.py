@@ -130,7 +130,7 @@ class Dispatcher:
             self.handoff.settle()
             self.leadership.release_all()
         except REDIS_ERRORS as exc:
-            log_event(logging.WARNING, "dispatcher.shutdown_incomplete", error=repr(exc))
+            log_event(logging.WARNING, "dispatcher.shutdown_incomplete", error=describe(exc))
         self._close_pubsub()
         log_event(logging.INFO, "dispatcher.stopped", dispatcher=self.member_id)
 

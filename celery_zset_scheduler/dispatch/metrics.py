@@ -25,7 +25,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import redis
 
 from ..errors import ConfigurationError
-from ..model.logs import log_event
+from ..model.logs import describe, log_event
 from ..store.snapshot import read_shards
 from .observer import Observer, Observers
 
@@ -174,7 +174,7 @@ class DispatcherMetrics(Observer):
                     warned = False
                 except (redis.RedisError, OSError) as exc:  # the dispatcher reports outages itself
                     if not warned:
-                        log_event(logging.DEBUG, "metrics.snapshot_failed", error=repr(exc))
+                        log_event(logging.DEBUG, "metrics.snapshot_failed", error=describe(exc))
                     warned = True
                 self._stop.wait(interval)
             self.close()

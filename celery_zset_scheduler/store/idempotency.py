@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..model.keys import KeySpace
-from ..model.logs import log_event
+from ..model.logs import describe, log_event
 from .scripts import Call, ScriptDef, Scripts, as_bool
 
 IDEM_ACQUIRE = ScriptDef("idem_acquire", ("record",))
@@ -95,7 +95,7 @@ class LeaseKeeper:
                     log_event(logging.WARNING, "idempotency.lease_lost", key=self.key, owner=self.owner)
                     return
             except Exception as exc:  # a Redis blip: try again next time, the lease has slack
-                log_event(logging.WARNING, "idempotency.renew_failed", key=self.key, error=repr(exc))
+                log_event(logging.WARNING, "idempotency.renew_failed", key=self.key, error=describe(exc))
 
 
 def _ms(seconds: float) -> int:
