@@ -159,7 +159,10 @@ def check_workers(app: Any, *, prefix: str | None = None, timeout: float = WORKE
     that is a fail. Workers started with remote control disabled cannot be asked.
     """
     try:
-        replies = app.control.broadcast(CONTROL_COMMAND, reply=True, timeout=timeout)
+        # A connection of its own: collecting replies leaves a poll pending on the connection,
+        # which must not go back to the app's pool for a producer to inherit.
+        with app.connection_for_write() as connection:
+            replies = app.control.broadcast(CONTROL_COMMAND, reply=True, timeout=timeout, connection=connection)
     except Exception as exc:  # kombu raises many types
         return Check("workers", "warn", f"could not ask the workers: {' '.join(str(exc).split())}")
     answers: dict[str, Any] = {}
