@@ -133,6 +133,17 @@ def _host(key: str, value: Any) -> str:
     return value
 
 
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise _fail(key, value, "true or false")
+
+
 def _opt(default: Any, parse: Parser, doc: str, default_doc: str | None = None) -> Any:
     meta = {"parse": parse, "doc": doc, "default_doc": default_doc}
     if isinstance(default, (dict, list)):
@@ -189,6 +200,12 @@ class Settings:
     idempotency_lease: float = _opt(
         60.0, _seconds(0.5, 86400.0),
         "Lease of a running idempotency key; renewed while the task runs, expires if the worker dies.",
+    )
+    dead_letters: bool = _opt(
+        True, _bool,
+        "Every task of the app that fails for good (after its last retry, on `Reject(requeue=False)`, "
+        "or with a name the worker does not know) goes to the dead-letter store. A task's own "
+        "`dead_letter = True/False` wins over this.",
     )
     dlq_max_len: int = _opt(100_000, _int(1, 100_000_000), "Most entries kept in the dead-letter store.")
     dlq_max_age: float = _opt(

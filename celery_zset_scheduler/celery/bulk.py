@@ -3,7 +3,8 @@
 One message is built through Celery's normal path (``apply_async``: routing, options, signals,
 serializer) with the sender's ``zset_template`` option, which hands its stored form back instead
 of storing it; it is then used as a template: each call gets its own id, body and
-``argsrepr``/``kwargsrepr``, everything else (routing, priority, headers, origin) is the template's.
+``argsrepr``/``kwargsrepr`` and ``eta`` (written as UTC), everything else (routing, priority, headers,
+origin) is the template's.
 ``before_task_publish`` therefore fires once per bulk call, not once per task.
 
 The per-task work is the hot path (the target is 150k tasks/s): for Kombu's JSON serializer
@@ -30,7 +31,7 @@ from kombu.utils import json as kombu_json
 from ..errors import StoreUnavailable
 from ..model.codec import EMBED_SUFFIX, StoredMessage, Template, encode
 from ..model.headers import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_OPTION, TEMPLATE_OPTION
-from ..model.times import countdown_ms, eta_ms
+from ..model.times import countdown_ms, datetime_us, eta_ms, us_isoformat
 from ..model.urls import mask_url
 from ..store.pending import Store
 from ..store.schedule import NewEntry
@@ -42,7 +43,8 @@ KEYED_CHUNK = 5_000  # calls with idempotency keys per pipelined schedule_many
 _ID_BLOCK = 1024  # ids made from one os.urandom call
 
 Call = tuple[Sequence[Any], dict[str, Any], "float | datetime"]
-Builder = Callable[[str, Sequence[Any], dict[str, Any]], bytes]
+Builder = Callable[[str, Sequence[Any], dict[str, Any], int], bytes]
+When = Callable[["float | datetime"], tuple[int, int]]
 
 
 def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]:
@@ -64,13 +66,17 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
         first = next(iterator)
     except StopIteration:
         return []
-    template = _without_key(_template(task, first, options))
+    template = _per_call(_template(task, first, options))
     key_for: Callable[[tuple[Any, ...], dict[str, Any]], str | None] | None = getattr(task, "key_for", None)
     keyed = key_for is not None and key_for(tuple(first[0]), dict(first[1])) is not None
     now = time.time()
 
-    def due(when: float | datetime) -> int:
-        return eta_ms(when) if isinstance(when, datetime) else countdown_ms(float(when), now)
+    def due(when: float | datetime) -> tuple[int, int]:
+        """The due time (ms, rounded up) and the ``eta`` (exact us) of a call."""
+        if isinstance(when, datetime):
+            return eta_ms(when), datetime_us(when)
+        seconds = float(when)
+        return countdown_ms(seconds, now), round((now + seconds) * 1_000_000)
 
     try:
         if keyed and key_for is not None:
@@ -82,9 +88,10 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
             new_ids = _uuid4s()
             for args, kwargs, when in _chain(first, iterator):
                 task_id = next(new_ids)
-                payload = build(task_id, args, kwargs)
+                due_ms, eta_us = due(when)
+                payload = build(task_id, args, kwargs, eta_us)
                 ids.append(task_id)
-                yield task_id, due(when), payload
+                yield task_id, due_ms, payload
 
         inst.store.add_many(entries())
         return ids
@@ -96,7 +103,7 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
 
 
 def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[..., str | None],
-                    calls: Iterable[Call], due: Callable[[float | datetime], int]) -> list[str]:
+                    calls: Iterable[Call], due: When) -> list[str]:
     """Calls with idempotency keys: each message carries its own key, and the store keeps one
     pending entry per key (pipelined chunks, the slower path)."""
     build = _generic_builder(template)
@@ -105,8 +112,9 @@ def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[...
     new_ids = _uuid4s()
     for args, kwargs, when in calls:
         task_id, key = next(new_ids), key_for(tuple(args), dict(kwargs))
-        payload = build(task_id, args, kwargs, {IDEMPOTENCY_KEY: key} if key is not None else None)
-        chunk.append(NewEntry(task_id, due(when), payload, key))
+        due_ms, eta_us = due(when)
+        payload = build(task_id, args, kwargs, eta_us, {IDEMPOTENCY_KEY: key} if key is not None else None)
+        chunk.append(NewEntry(task_id, due_ms, payload, key))
         if len(chunk) >= KEYED_CHUNK:
             ids += [r.task_id for r in store.schedule_many(chunk)]
             chunk = []
@@ -115,11 +123,11 @@ def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[...
     return ids
 
 
-def _without_key(template: StoredMessage) -> StoredMessage:
-    """The template without the first call's idempotency key (each call has its own, or none)."""
-    if IDEMPOTENCY_KEY not in template.headers:
-        return template
-    return replace(template, headers={k: v for k, v in template.headers.items() if k != IDEMPOTENCY_KEY})
+def _per_call(template: StoredMessage) -> StoredMessage:
+    """The template without the first call's idempotency key (each call has its own, or none) and
+    with an ``eta`` (a placeholder: each call has its own)."""
+    headers = {k: v for k, v in template.headers.items() if k != IDEMPOTENCY_KEY}
+    return replace(template, headers={**headers, "eta": us_isoformat(0)})
 
 
 def _fast_builder(template: StoredMessage) -> Builder | None:
@@ -136,7 +144,7 @@ def _fast_builder(template: StoredMessage) -> Builder | None:
     encoder = kombu_json.JSONEncoder()  # what kombu's dumps builds on every call
     name = template.task_name
 
-    def build(task_id: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bytes:
+    def build(task_id: str, args: Sequence[Any], kwargs: dict[str, Any], eta_us: int) -> bytes:
         args = args if type(args) is tuple else tuple(args)
         kwargs = kwargs if type(kwargs) is dict else dict(kwargs)
         try:
@@ -144,7 +152,7 @@ def _fast_builder(template: StoredMessage) -> Builder | None:
         except (TypeError, ValueError) as exc:
             raise _not_serializable(name, exc) from exc
         # "[args, kwargs]" minus its "]" is the body before the embed suffix.
-        return tmpl.encode(_repr(args), _repr(kwargs), text[:-1].encode("utf-8"))
+        return tmpl.encode(_repr(args), _repr(kwargs), text[:-1].encode("utf-8"), eta_us)
 
     return build
 
@@ -156,7 +164,7 @@ def _generic_builder(template: StoredMessage) -> Callable[..., bytes]:
     serializer = registry.type_to_name[template.content_type]
     own_root = template.headers.get("root_id") == template.task_id
 
-    def build(task_id: str, args: Sequence[Any], kwargs: dict[str, Any],
+    def build(task_id: str, args: Sequence[Any], kwargs: dict[str, Any], eta_us: int,
               extra: dict[str, Any] | None = None) -> bytes:
         try:
             _, _, body = dumps((list(args), dict(kwargs), embed), serializer=serializer)
@@ -167,7 +175,7 @@ def _generic_builder(template: StoredMessage) -> Callable[..., bytes]:
         if compression:
             body, _ = compress(body, compression)
         headers = {**template.headers, "id": task_id, "argsrepr": _repr(tuple(args)), "kwargsrepr": _repr(kwargs),
-                   **(extra or {})}
+                   "eta": us_isoformat(eta_us), **(extra or {})}
         if own_root:
             headers["root_id"] = task_id
         message = replace(template, task_id=task_id, body=body, headers=headers,

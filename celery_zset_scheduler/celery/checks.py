@@ -20,12 +20,14 @@ from ..ops.status import read_status
 from ..store import meta
 from ..store.pending import Store
 from .state import ensure_installation
+from .worker_side import CONTROL_COMMAND
 
 Status = Literal["ok", "warn", "fail"]
 
 MIN_VERSION = (6, 2)  # the scripts use ZMSCORE (6.2) and read TIME before writing (5.0)
 CLOCK_WARN_MS = 1000
 CLOCK_FAIL_MS = 60_000
+WORKER_REPLY_TIMEOUT = 1.0  # seconds the doctor waits for workers to answer
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,10 @@ def run_checks(app: Any) -> list[Check]:
     checks = [check_version(info, url)]
     for check in (check_eviction, check_persistence, check_shards, check_clock, check_dispatchers):
         checks.append(_guarded(check, store))
-    checks.append(check_broker(app))
+    broker = check_broker(app)
+    checks.append(broker)
+    if broker.status == "ok":
+        checks.append(check_workers(app, prefix=settings.prefix))
     return checks
 
 
@@ -144,3 +149,38 @@ def check_broker(app: Any) -> Check:
     except Exception as exc:  # kombu raises many types: any failure means not reachable
         return Check("broker", "fail", f"cannot reach the broker at {url}: {' '.join(str(exc).split())}")
     return Check("broker", "ok", f"reachable at {url}")
+
+
+def check_workers(app: Any, *, prefix: str | None = None, timeout: float = WORKER_REPLY_TIMEOUT) -> Check:
+    """Ask every worker (remote control) whether its app has the plugin installed.
+
+    A worker without it publishes retries as native ETA messages held in its memory, discards
+    messages for task names it does not know, dead-letters nothing and keeps no durable revokes:
+    that is a fail. Workers started with remote control disabled cannot be asked.
+    """
+    try:
+        # A connection of its own: collecting replies leaves a poll pending on the connection,
+        # which must not go back to the app's pool for a producer to inherit.
+        with app.connection_for_write() as connection:
+            replies = app.control.broadcast(CONTROL_COMMAND, reply=True, timeout=timeout, connection=connection)
+    except Exception as exc:  # kombu raises many types
+        return Check("workers", "warn", f"could not ask the workers: {' '.join(str(exc).split())}")
+    answers: dict[str, Any] = {}
+    for reply in replies or ():
+        answers.update(reply)
+    if not answers:
+        return Check("workers", "warn", f"no worker answered within {timeout:g}s (none running, or remote "
+                                        "control disabled): cannot tell whether they have the plugin")
+    without = sorted(n for n, a in answers.items() if not (isinstance(a, dict) and a.get("installed")))
+    elsewhere = sorted(n for n, a in answers.items()
+                       if n not in without and prefix is not None and a.get("prefix") not in (None, prefix))
+    if without:
+        return Check("workers", "fail", (
+            f"{len(without)} of {len(answers)} workers run without the plugin: {', '.join(without)}; their "
+            "retries wait in worker memory as native ETA messages and unknown tasks are discarded. "
+            "Call celery_zset_scheduler.install(app) in the module the worker loads (-A)"
+        ))
+    if elsewhere:
+        return Check("workers", "warn", f"{len(elsewhere)} of {len(answers)} workers use another store prefix: "
+                                        f"{', '.join(elsewhere)}")
+    return Check("workers", "ok", f"{len(answers)} answered, every one with the plugin installed")

@@ -2,7 +2,8 @@
 
 It points ``app.amqp_cls``/``app.control_cls`` at subclasses (of Celery's classes, or of the
 user's own) before they are instantiated, so installing reads no configuration and opens no
-connection: the wrapped sender is built when Celery first builds its own.
+connection: the wrapped sender is built when Celery first builds its own. It connects the
+worker-side signal handlers (:mod:`.worker_side`), which act only for installed apps.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from celery.app.control import Control
 from celery.utils.imports import symbol_by_name
 from kombu.utils.objects import cached_property
 
-from . import reports, unknown
+from . import reports, worker_side
 from .sender import wrap_sender
 from .state import Installation, ensure_installation, installation_for
 
@@ -36,7 +37,7 @@ def install(app: Celery, **overrides: Any) -> Installation:
     ``zset_scheduler_*`` settings (``install(app, shards=4)``).
     """
     inst = ensure_installation(app, overrides)
-    unknown.connect()
+    worker_side.connect()
     reports.mask_store_url_in_reports()
     if "amqp" in app.__dict__:  # already built: wrap its sender in place
         amqp = app.amqp

@@ -1,14 +1,18 @@
 """Celery's task messages in the store's form (:class:`~..model.codec.StoredMessage`), both ways in.
 
 - :func:`build`: what the sender stores for ``send_task_message``'s arguments: routed exactly as
-  ``celery.app.amqp`` routes, serialized and compressed with the task's settings, ``eta`` cleared
-  (the store waits instead) and the send-relative ``expiration`` TTL dropped.
+  ``celery.app.amqp`` routes, serialized and compressed with the task's settings, with the
+  message properties Kombu's ``Producer.publish`` would write (its own arguments, such as
+  ``mandatory``/``immediate``/``timeout``, are not properties). The ``eta`` header stays as Celery
+  wrote it (the dispatcher moves it aside when it publishes, see :mod:`.publishers.envelope`); the
+  ``expiration`` TTL Celery derives from ``expires`` is dropped: it is computed again at dispatch.
 - :func:`received`: a message as a worker received it (for a dead letter: the body byte for byte),
   so a requeue schedules the same message again.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +20,7 @@ from kombu.common import Broadcast
 from kombu.compression import compress
 from kombu.entity import Exchange
 from kombu.exceptions import EncodeError
+from kombu.messaging import Producer
 from kombu.serialization import dumps, registry
 
 from ..errors import NotSerializable
@@ -23,8 +28,11 @@ from ..model.codec import StoredMessage
 from ..model.headers import TRANSPORT_PROPERTIES
 from ..settings import Settings
 
-# Message properties that make no sense after waiting in the store (a TTL relative to send time).
-_DROPPED_PROPERTIES = ("expiration",)
+# Producer.publish's own arguments are not message properties, except those it writes into the
+# message itself. Celery passes task options such as mandatory=None/immediate=None among the
+# properties and relies on publish() taking them as arguments.
+_WRITTEN_BY_PUBLISH = frozenset({"delivery_mode", "priority", "expiration"})
+PUBLISH_ARGUMENTS = frozenset(inspect.signature(Producer.publish).parameters) - {"self", "body", "properties"}
 
 
 class TaskNotSerializable(NotSerializable, EncodeError):
@@ -95,12 +103,12 @@ def build(
     compression = compression or conf.task_compression
     if compression:
         data, headers2["compression"] = compress(data, compression)
-    stored_properties = {k: v for k, v in properties2.items() if k not in _DROPPED_PROPERTIES}
+    stored_properties = message_properties(properties2, headers2)
     stored_properties["delivery_mode"] = delivery_mode
     stored = StoredMessage(
         task_id=headers2["id"],
         body=data,
-        headers={**headers2, "eta": None},
+        headers=headers2,
         content_type=content_type,
         content_encoding=content_encoding,
         properties=stored_properties,
@@ -109,6 +117,22 @@ def build(
         queue=declared,
     )
     return Built(stored, exchange, routing_key, qname, declare, policy)
+
+
+def message_properties(properties: dict[str, Any], headers: dict[str, Any]) -> dict[str, Any]:
+    """What of ``properties`` goes into the message: not Kombu's publish arguments, and not the
+    ``expiration`` Celery computed from ``expires`` at send time (the dispatcher computes it
+    again from ``expires`` when it publishes). An ``expiration`` given without ``expires`` is a
+    TTL from the moment the message reaches its queue, so it is kept as it is."""
+    out = publishable(properties)
+    if headers.get("expires") is not None:
+        out.pop("expiration", None)
+    return out
+
+
+def publishable(properties: dict[str, Any]) -> dict[str, Any]:
+    """``properties`` without Kombu's publish arguments that are not written into the message."""
+    return {k: v for k, v in properties.items() if k not in PUBLISH_ARGUMENTS or k in _WRITTEN_BY_PUBLISH}
 
 
 def _serialize(settings: Settings, name: str, headers: dict[str, Any], body: Any,

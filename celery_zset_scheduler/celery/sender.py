@@ -10,6 +10,17 @@ same message.
 Two options reach the sender from the caller explicitly: ``zset_template`` (a callable that gets
 the stored form instead of the store: bulk scheduling builds one message the normal way and uses
 it as a template) and ``zset_outcome`` (a list the store's answer is appended to).
+
+The store write follows Celery's publish retry options as a broker publish does: ``retry``
+(default ``task_publish_retry``) and ``retry_policy`` merged over ``task_publish_retry_policy``;
+when the store stays unreachable it raises :class:`~..errors.StoreUnavailable`.
+
+Every retry (a message with ``retries`` > 0 for the task being executed) carries the time of
+the task's first failure, for its dead-letter record, whatever the task's class.
+
+Task protocol 1 (``task_protocol=1``) keeps the ETA in the body, which the store does not read:
+a timed send with it is refused with :class:`~..errors.ConfigurationError` rather than sent to the
+broker to wait in worker memory.
 """
 
 from __future__ import annotations
@@ -21,8 +32,9 @@ from typing import Any
 
 import redis
 from celery import signals
+from kombu.utils.functional import retry_over_time
 
-from ..errors import StoreUnavailable
+from ..errors import ConfigurationError, StoreUnavailable
 from ..model import headers as names
 from ..model.codec import StoredMessage, encode
 from ..model.times import eta_ms
@@ -41,15 +53,19 @@ def wrap_sender(app: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         inst = installation_for(app)
         headers = message[0]
         template: Template | None = options.pop(names.TEMPLATE_OPTION, None)
-        if inst is not None and template is not None:
+        if inst is None:
+            return original(producer, name, message, **_without_ours(options))
+        if not _is_protocol_2(message):
+            return _protocol_1(app, inst, original, producer, name, message, template, options)
+        if headers.get("retries"):
+            _carry_first_failure(app, headers)
+        if template is not None:
             return template(build_only(app, inst, name, message, **options))
-        eta = headers.get("eta") if isinstance(headers, dict) and "task" in headers else None
-        if inst is None or not eta:
+        eta = headers.get("eta")
+        if not eta:
             return original(producer, name, message, **_without_ours(options))
         due_ms = eta_to_ms(app, eta)
-        # Retries always wait in the store; only first sends honour min_countdown.
-        is_retry = bool(headers.get("retries"))
-        if not is_retry and due_ms - time.time() * 1000 < inst.settings.min_countdown * 1000:
+        if not _stores(inst, headers, due_ms):
             return original(producer, name, message, **_without_ours(options))
         return store_message(app, inst, name, message, due_ms, **options)
 
@@ -59,6 +75,45 @@ def wrap_sender(app: Any, original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _without_ours(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k not in names.OPTIONS}
+
+
+def _stores(inst: Installation, fields: dict[str, Any], due_ms: int) -> bool:
+    """Retries always wait in the store; only first sends honour min_countdown."""
+    if fields.get("retries"):
+        return True
+    return due_ms - time.time() * 1000 >= inst.settings.min_countdown * 1000
+
+
+def _is_protocol_2(message: Any) -> bool:
+    headers = message[0]
+    return isinstance(headers, dict) and "task" in headers
+
+
+def _protocol_1(app: Any, inst: Installation, original: Callable[..., Any], producer: Any, name: str,
+                message: Any, template: Template | None, options: dict[str, Any]) -> Any:
+    """Protocol 1 keeps ``eta`` and ``retries`` in the body: untimed sends go to the broker as
+    usual; a send the store would take is refused instead of waiting in worker memory."""
+    body = message[2]
+    eta = body.get("eta") if isinstance(body, dict) else None
+    if template is None and (not eta or not _stores(inst, body, eta_to_ms(app, eta))):
+        return original(producer, name, message, **_without_ours(options))
+    raise ConfigurationError(
+        f"cannot store task {name!r}: celery-zset-scheduler needs Celery's task protocol 2 (the "
+        f"default) and this app sets task_protocol={app.conf.task_protocol}; with protocol 1 the "
+        "task would wait in worker memory instead. Remove task_protocol from the configuration."
+    )
+
+
+def _carry_first_failure(app: Any, headers: dict[str, Any]) -> None:
+    """A retry of the task being executed carries its first failure's time (dead letters show it)."""
+    if headers.get(names.FIRST_FAILURE):
+        return
+    current = app.current_worker_task
+    request = getattr(current, "request", None)
+    first = None
+    if request is not None and getattr(request, "id", None) == headers.get("id"):
+        first = getattr(request, names.FIRST_FAILURE, None)
+    headers[names.FIRST_FAILURE] = int(first or time.time() * 1000)
 
 
 def eta_to_ms(app: Any, eta: str | datetime) -> int:
@@ -103,10 +158,17 @@ def store_message(app: Any, inst: Installation, name: str, message: Any, due_ms:
     body, sent_event = message[2], message[3]
     built = _build(app, inst, name, message, options)
     stored = built.message
+    payload = encode(stored)
+
+    def schedule() -> ScheduleResult:
+        return inst.store.schedule(stored.task_id, due_ms, payload, idempotency_key=idempotency_key, replace=replace)
+
+    retry = options.get("retry")
     try:
-        result = inst.store.schedule(
-            stored.task_id, due_ms, encode(stored), idempotency_key=idempotency_key, replace=replace
-        )
+        if app.conf.task_publish_retry if retry is None else retry:
+            result = _with_policy(schedule, built.retry_policy)
+        else:
+            result = schedule()
     except redis.RedisError as exc:
         # Named as ours: inside send_task, Kombu would re-raise a Redis error as a broker error.
         raise StoreUnavailable(
@@ -125,4 +187,23 @@ def store_message(app: Any, inst: Installation, name: str, message: Any, due_ms:
         with app.producer_or_acquire() as producer:
             evd.publish("task-sent", sent_event, producer, retry=options.get("retry"),
                         retry_policy=built.retry_policy)
+    return result
+
+
+# What may pass once Redis answers again; a refused command (NOSCRIPT, OOM, ...) is not retried.
+_OUTAGES = (redis.ConnectionError, redis.TimeoutError)
+
+
+def _with_policy(call: Callable[[], ScheduleResult], policy: dict[str, Any]) -> ScheduleResult:
+    """``call``, retried on a Redis outage as Kombu retries a publish: ``max_retries`` (None:
+    forever), sleeping ``interval_start``, then ``interval_step`` more each time up to
+    ``interval_max``; then the last error is raised."""
+    result: ScheduleResult = retry_over_time(
+        call, _OUTAGES,
+        max_retries=policy.get("max_retries", 3),
+        interval_start=policy.get("interval_start", 0),
+        interval_step=policy.get("interval_step", 0.2),
+        interval_max=policy.get("interval_max", 0.2),
+        timeout=policy.get("timeout"),
+    )
     return result

@@ -1,11 +1,12 @@
 """Task base classes: retries that wait in the store, dead letters, idempotency keys.
 
 ``ZSetTask``: per-exception retry policies with capped exponential backoff (full jitter) on top
-of Celery's own ``autoretry_for``/``retry_backoff``/``max_retries``; every retry is stored in the
-ZSET store (the app is installed), and a task that fails for good goes to the dead-letter store.
+of Celery's own ``autoretry_for``/``retry_backoff``/``max_retries``. Storing retries and
+dead-lettering are the installed app's, for every task class (:mod:`.sender`, :mod:`.worker_side`).
 
 ``IdempotentTask(ZSetTask)``: runs each idempotency key to completion at most once while its
-record lives (I6), and keeps one pending entry per key at schedule time.
+record lives (I6), keeps one pending entry per key at schedule time, and gives the body a fencing
+token for its key (``self.request.idempotency_token``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import logging
 import math
 import os
 import secrets
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,13 +52,14 @@ class RetryPolicy:
 
 
 class ZSetTask(Task):
-    """Retries that wait in the store, per-exception policies, and dead-lettering."""
+    """Per-exception retry policies; retries wait in the store and final failures are
+    dead-lettered as for every task of an installed app."""
 
-    Request = "celery_zset_scheduler.celery.request:DeadLetterRequest"
     #: exception class -> RetryPolicy, or None for "never retry" (fails at once, dead-lettered).
     retry_policies: Mapping[type[BaseException], RetryPolicy | None] = {}
-    #: whether a task that fails for good goes to the dead-letter store
-    dead_letter = True
+    #: whether a task that fails for good goes to the dead-letter store; None: the
+    #: ``zset_scheduler_dead_letters`` setting (any task may set it, ``@app.task(dead_letter=False)``)
+    dead_letter: bool | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.request.called_directly:  # a plain function call, not a worker execution
@@ -85,16 +86,6 @@ class ZSetTask(Task):
             if cls in self.retry_policies:
                 return True, self.retry_policies[cls]
         return False, None
-
-    def retry(self, args: Any = None, kwargs: Any = None, exc: Any = None, throw: bool = True,
-              eta: Any = None, countdown: Any = None, max_retries: Any = None, **options: Any) -> Any:
-        """Celery's retry, carrying the time of the first failure for the dead-letter record."""
-        request = self.request
-        headers = dict(request.headers or {}) if isinstance(request.headers, dict) else {}
-        headers.update(options.pop("headers", None) or {})
-        headers.setdefault(names.FIRST_FAILURE, getattr(request, names.FIRST_FAILURE, None)
-                           or int(time.time() * 1000))
-        return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, headers=headers, **options)
 
 
 class IdempotentTask(ZSetTask):
@@ -168,6 +159,9 @@ class IdempotentTask(ZSetTask):
             raise Ignore()
         if got.state == "running":
             self._check_again_later(args, kwargs, got.retry_in, key, got.holder)
+        # For the body: hand the token to what it writes to, which can refuse a lower one.
+        request.idempotency_key = key
+        request.idempotency_token = got.token
         with LeaseKeeper(keys, key, owner, lease):
             try:
                 result = super().run_guarded(args, kwargs)
@@ -176,13 +170,25 @@ class IdempotentTask(ZSetTask):
                 raise
             except BaseException as exc:
                 if self.idempotency_keep_failed:
-                    keys.finish(key, owner, {"error": f"{type(exc).__name__}: {exc}"}, ttl, failed=True)
+                    keys.finish(key, owner, {"error": f"{type(exc).__name__}: {exc}"}, ttl, token=got.token,
+                                failed=True)
                 else:
                     keys.release(key, owner)
                 raise
-        if not keys.finish(key, owner, {"result": result}, ttl):
-            log_event(logging.WARNING, "idempotency.lease_lost_before_finish", key=key, task_id=request.id)
+        finished = keys.finish(key, owner, {"result": result}, ttl, token=got.token)
+        if finished != "held":
+            self._report_lease_lost(keys, key, got.token, finished)
         return result
+
+    def _report_lease_lost(self, keys: IdempotencyKeys, key: str, token: int, finished: str) -> None:
+        """The body completed after its lease was lost: another delivery may have run it too (the
+        exception to I6 that the fencing token is for). Loud: an error, and a counter in Redis."""
+        try:
+            total: int | None = keys.count_lease_lost()
+        except Exception:  # the report must not turn a completed task into a failed one
+            total = None
+        log_event(logging.ERROR, "idempotency.completed_after_lease_lost", key=key, task_id=self.request.id,
+                  token=token, recorded=finished == "lapsed", total=total)
 
     def _check_again_later(self, args: tuple[Any, ...], kwargs: dict[str, Any], seconds: float,
                            key: str, holder: str) -> None:

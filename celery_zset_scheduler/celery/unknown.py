@@ -21,6 +21,8 @@ def on_task_unknown(sender: Any = None, message: Any = None, exc: Any = None, na
     if inst is None or message is None:
         return
     try:
+        if not inst.settings.dead_letters:
+            return
         stored = received(message, id)
         now = int(time.time() * 1000)
         inst.dead_letters.add(DeadLetter.for_message(

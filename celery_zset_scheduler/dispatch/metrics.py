@@ -87,6 +87,10 @@ class DispatcherMetrics(Observer):
                                         "Tasks this dispatcher sent to the dead-letter store.", ("reason",))
         self.dead_letters = make("Gauge", "dead_letters",
                                  "Entries in the dead-letter store (the same on every dispatcher: aggregate with max).")
+        self.worker_events = make("Gauge", "worker_events",
+                                  "Events workers counted in the store's stats hash, e.g. "
+                                  "idempotency_lease_lost_completions (the same on every dispatcher: aggregate "
+                                  "with max).", ("event",))
         self.outages_total = make("Counter", "outages", "Redis or broker outages this dispatcher saw begin.",
                                   ("what",))
         self.orphaned_entries = make("Counter", "orphaned_entries",
@@ -144,6 +148,8 @@ class DispatcherMetrics(Observer):
                     gauge.remove(str(gone))
         self._exported = set(shards)
         self.dead_letters.set(int(store.client.zcard(store.keys.dlq_index)))
+        for event, count in store.client.hgetall(store.keys.stats).items():
+            self.worker_events.labels(event.decode()).set(int(count))
         if not shards:
             return
         now_ms, states = read_shards(store, shards, leaders=False)

@@ -10,8 +10,13 @@ from __future__ import annotations
 IDEMPOTENCY_KEY = "zset_idempotency_key"
 #: Epoch ms of a task's first failure, carried across retries for its dead-letter record.
 FIRST_FAILURE = "zset_first_failure"
-#: Headers that record a failure history; a requeued dead letter starts afresh without them.
-FAILURE_HEADERS = (FIRST_FAILURE,)
+#: The ``eta`` of a task that waited in the store, as Celery wrote it. The dispatcher moves ``eta``
+#: here when it publishes (a worker holds a message with an ``eta`` until its own clock reaches it,
+#: and the store already waited by Redis time); an installed worker shows it as ``self.request.eta``.
+ZSET_ETA = "zset_eta"
+#: Headers that record a failure history or a past schedule; a requeued dead letter starts afresh
+#: without them.
+FAILURE_HEADERS = (FIRST_FAILURE, ZSET_ETA)
 
 #: ``apply_async(idempotency_key=...)``: one pending entry per key at schedule time.
 IDEMPOTENCY_KEY_OPTION = "idempotency_key"

@@ -74,6 +74,12 @@ class KeySpace:
         return f"{self.prefix}:meta"
 
     @property
+    def stats(self) -> str:
+        """HASH counter name -> count: events a worker reports for people and metrics (a worker
+        has no metrics server of its own), e.g. idempotent completions whose lease was lost."""
+        return f"{self.prefix}:stats"
+
+    @property
     def members(self) -> str:
         """ZSET dispatcher id -> heartbeat deadline (ms): the live dispatchers."""
         return f"{{{self.prefix}:members}}:dispatchers"

@@ -14,11 +14,13 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 _OFFSET = re.compile(r"^([+-]?)((?:\d+(?:\.\d+)?[smhdw])+)$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def datetime_ms(when: datetime) -> int:
@@ -30,6 +32,30 @@ def datetime_ms(when: datetime) -> int:
 def eta_ms(eta: str | datetime) -> int:
     """Epoch milliseconds of an ``eta`` header or argument (ISO 8601 text or a datetime)."""
     return datetime_ms(datetime.fromisoformat(eta) if isinstance(eta, str) else eta)
+
+
+def datetime_us(when: datetime) -> int:
+    """Exact epoch microseconds of a date-time (integer arithmetic); naive ones are UTC."""
+    aware = when if when.tzinfo is not None and when.utcoffset() is not None else when.replace(tzinfo=timezone.utc)
+    return (aware - _EPOCH) // _MICROSECOND
+
+
+def us_isoformat(us: int) -> str:
+    """The UTC date-time of epoch microseconds as ``datetime.isoformat()`` writes it, which is how
+    Celery writes an ``eta`` with the default (UTC) timezone: ``2024-05-01T12:00:00.250000+00:00``."""
+    return (_EPOCH + timedelta(microseconds=us)).isoformat()
+
+
+def isoformat_us(text: str) -> int | None:
+    """The inverse of :func:`us_isoformat`: epoch microseconds of a UTC ISO date-time written that
+    way, or None when ``text`` is anything else (so that nothing but the exact text comes back)."""
+    if not text.endswith("+00:00"):
+        return None
+    try:
+        us = datetime_us(datetime.fromisoformat(text))
+    except ValueError:
+        return None
+    return us if us_isoformat(us) == text else None
 
 
 def countdown_ms(seconds: float, now: float | None = None) -> int:

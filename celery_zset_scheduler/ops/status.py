@@ -25,6 +25,8 @@ class StoreStatus:
     shards: list[ShardState]
     dispatchers: list[DispatcherInfo] = field(default_factory=list)
     dead_letters: int = 0
+    #: the ``{prefix}:stats`` counters workers keep (e.g. idempotency_lease_lost_completions)
+    stats: dict[str, int] = field(default_factory=dict)
 
     @property
     def pending(self) -> int:
@@ -54,7 +56,8 @@ def read_status(store: Store) -> StoreStatus:
     pipe = store.client.pipeline(transaction=False)
     pipe.zrangebyscore(store.keys.members, f"({now_ms}", "+inf", start=0, num=MAX_MEMBERS_LISTED, withscores=True)
     pipe.zcard(store.keys.dlq_index)
-    members, dead = pipe.execute()
+    pipe.hgetall(store.keys.stats)
+    members, dead, stats = pipe.execute()
     led: dict[str, list[int]] = {}
     for state in shards:
         if state.leader is not None:
@@ -62,4 +65,5 @@ def read_status(store: Store) -> StoreStatus:
     dispatchers = [DispatcherInfo(m.decode(), led.pop(m.decode(), []), True, int(score)) for m, score in members]
     dispatchers += [DispatcherInfo(member, owned, False, None) for member, owned in led.items()]
     dispatchers.sort(key=lambda d: d.id)
-    return StoreStatus(now_ms, shards, dispatchers, int(dead))
+    counters = {k.decode(): int(v) for k, v in sorted(stats.items())}
+    return StoreStatus(now_ms, shards, dispatchers, int(dead), counters)

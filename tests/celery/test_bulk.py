@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 import zlib
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from kombu.exceptions import EncodeError
 import celery_zset_scheduler
 from celery_zset_scheduler.celery import bulk
 from celery_zset_scheduler.model.codec import decode
+from celery_zset_scheduler.model.times import isoformat_us
 
 from ..support.helpers import AppFactory, wait_for
 
@@ -28,18 +31,27 @@ CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
 def test_fast_path_stores_what_the_generic_path_stores(apps: AppFactory) -> None:
     app = apps()
     record = app.tasks["t.record"]
-    ids = celery_zset_scheduler.schedule_many(record, [(a, k, 60) for a, k in CALLS])
-    template = bulk._template(record, (CALLS[0][0], CALLS[0][1], 60), {})
+    at = datetime(2031, 5, 1, 12, 0, 0, 250000, tzinfo=timezone.utc)
+    calls = [(a, k, 60 + i) for i, (a, k) in enumerate(CALLS)] + [((), {"tag": "at"}, at)]
+    started = time.time()
+    ids = celery_zset_scheduler.schedule_many(record, calls)
+    template = bulk._per_call(bulk._template(record, calls[0], {}))
     fast, generic = bulk._fast_builder(template), bulk._generic_builder(template)
     assert fast is not None
     store = apps.store(app)
-    for task_id, (args, kwargs) in zip(ids, CALLS, strict=True):
+    for task_id, (args, kwargs, when) in zip(ids, calls, strict=True):
         entry = store.get(task_id)
         assert entry is not None and entry.payload is not None
-        assert entry.payload == generic(task_id, args, kwargs) == fast(task_id, args, kwargs)
         message = decode(task_id, entry.payload)
+        # Each call's own eta, as Celery writes one (UTC), within a moment of its countdown.
+        eta_us = isoformat_us(message.headers["eta"])
+        assert eta_us is not None
+        expected = at.timestamp() if isinstance(when, datetime) else started + when
+        assert abs(eta_us / 1e6 - expected) < 1.0
+        assert entry.payload == generic(task_id, args, kwargs, eta_us) == fast(task_id, args, kwargs, eta_us)
         assert (message.headers["id"], message.properties["correlation_id"]) == (task_id, task_id)
-        assert message.body.startswith(b"[[") and message.headers["eta"] is None
+        assert message.body.startswith(b"[[")
+    assert decode(ids[-1], store.get(ids[-1]).payload).headers["eta"] == at.isoformat()  # type: ignore[union-attr]
 
 
 def test_ids_are_distinct_version_4_uuids() -> None:
@@ -85,7 +97,7 @@ def test_a_template_unlike_celerys_takes_the_generic_path(apps: AppFactory) -> N
     template = bulk._template(record, ((), {"tag": 1}, 60), {})
     odd = replace(template, headers={k: v for k, v in template.headers.items() if k != "argsrepr"})
     assert bulk._fast_builder(odd) is None
-    payload = bulk._generic_builder(odd)("00000000-0000-4000-8000-000000000001", (), {"tag": 2})
+    payload = bulk._generic_builder(odd)("00000000-0000-4000-8000-000000000001", (), {"tag": 2}, 0)
     assert decode("00000000-0000-4000-8000-000000000001", payload).headers["kwargsrepr"] == "{'tag': 2}"
 
 

@@ -20,8 +20,8 @@ from ..support.cli_support import cli_env, invoke, out
 from ..support.helpers import BROKER_DB, AppFactory, wait_for
 from ..support.tools import counts, pending
 
-STATUS_KEYS = {"prefix", "shard_count", "redis_time_ms", "redis_time", "totals", "dead_letters", "dispatchers",
-               "shards"}
+STATUS_KEYS = {"prefix", "shard_count", "redis_time_ms", "redis_time", "totals", "dead_letters", "stats",
+               "dispatchers", "shards"}
 SHARD_KEYS = {"shard", "pending", "inflight", "oldest_due_ms", "lag_seconds", "locked", "leader", "epoch",
               "rate_per_second", "dispatched"}
 CELERY = str(Path(sys.executable).with_name("celery"))

@@ -11,8 +11,9 @@ from celery_zset_scheduler.testing import RedisServer
 
 from ..support.cli_support import invoke, out
 from ..support.helpers import AppFactory, wait_for
+from ..support.procs import CELERY, Cluster
 
-CHECKS = ["redis", "maxmemory_policy", "persistence", "shards", "clock", "dispatchers", "broker"]
+CHECKS = ["redis", "maxmemory_policy", "persistence", "shards", "clock", "dispatchers", "broker", "workers"]
 
 
 def statuses(data: dict[str, object]) -> dict[str, str]:
@@ -35,7 +36,7 @@ def test_doctor_on_the_test_server(apps: AppFactory) -> None:
     assert all(set(c) == {"name", "status", "detail"} for c in data["checks"])
     assert statuses(data) == {
         "redis": "ok", "maxmemory_policy": "ok", "persistence": "warn", "shards": "ok", "clock": "ok",
-        "dispatchers": "warn", "broker": "ok",
+        "dispatchers": "warn", "broker": "ok", "workers": "warn",  # no worker answers yet
     }
     apps.dispatcher(app)
     wait_for(lambda: statuses(out(invoke(app, "doctor", "--json")))["dispatchers"] == "ok",
@@ -79,3 +80,33 @@ def test_doctor_fails_on_a_shard_count_mismatch(apps: AppFactory) -> None:
     data = json.loads(result.stdout)
     assert statuses(data)["shards"] == "fail"
     assert "has 4 shards" in next(c["detail"] for c in data["checks"] if c["name"] == "shards")
+
+
+def test_doctor_lists_the_workers_that_run_without_the_plugin(apps: AppFactory, redis_server: RedisServer) -> None:
+    app = apps()
+    apps.worker(app, hostname="installed@test")
+    result = invoke(app, "doctor", "--json")
+    found = {c["name"]: c for c in out(result)["checks"]}
+    assert found["workers"]["status"] == "ok" and "1 answered" in found["workers"]["detail"]
+    cluster = Cluster(redis_server)
+    try:
+        # Its app was not installed: the worker answers that it has no plugin.
+        uninstalled = cluster.spawn([CELERY, "-A", "tests.support.proc_app", "worker", "--pool", "solo",
+                                     "--loglevel", "INFO", "-n", "uninstalled@test", "--without-gossip",
+                                     "--without-mingle", "--without-heartbeat"], env={"ZSET_TEST_INSTALL": "0"})
+        # A worker process that has never imported the plugin: it does not know the command.
+        plain = cluster.spawn([CELERY, "-A", "tests.support.plain_app", "worker", "--pool", "solo", "--loglevel",
+                               "INFO", "-n", "plain@test", "--without-gossip", "--without-mingle",
+                               "--without-heartbeat"])
+        for proc in (uninstalled, plain):
+            proc.wait_for_output(r"ready\.", timeout=60)
+        result = invoke(app, "doctor", "--json")
+        assert result.exit_code == 5
+        workers = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "workers")
+        assert workers["status"] == "fail"
+        assert "2 of 3 workers run without the plugin: plain@test, uninstalled@test" in workers["detail"]
+        assert "install(app)" in workers["detail"]
+        text = invoke(app, "doctor")
+        assert "plain@test" in text.output and "FAIL" in text.output
+    finally:
+        cluster.close()

@@ -34,6 +34,7 @@ def test_a_dispatcher_serves_its_metrics(apps: AppFactory) -> None:
     for i in range(5):
         app.send_task("t.record", kwargs={"tag": i}, countdown=3600)
     store.schedule("poison", 0, b"not a message")  # due long ago; the dispatcher dead-letters it
+    ensure_installation(app).idempotency.count_lease_lost()  # as a worker reports a stale completion
     dispatcher = apps.dispatcher(app)
     metrics = metrics_of(dispatcher.observer)
     assert metrics is not None and metrics.port
@@ -56,6 +57,7 @@ def test_a_dispatcher_serves_its_metrics(apps: AppFactory) -> None:
     assert total(samples, "celery_zset_leader_changes_total", change="acquired") == 4
     assert total(samples, "celery_zset_dead_lettered_tasks_total", reason="poison") == 1
     assert total(samples, "celery_zset_dead_letters") == 1
+    assert total(samples, "celery_zset_worker_events", event="idempotency_lease_lost_completions") == 1
     shards = {dict(labels)["shard"] for (name, labels) in samples if name == "celery_zset_pending_tasks"}
     assert shards == {"0", "1", "2", "3"}
     dispatcher.stop()

@@ -103,9 +103,37 @@ def test_template_encodes_like_encode(template: StoredMessage, argsrepr: str, kw
 
 
 def test_eta_header_is_not_restored() -> None:
-    # The store waited already: what is published must run at once.
     msg = message(headers=celery_headers(eta=None))
     assert decode(TID, encode(msg)).headers["eta"] is None
+
+
+@pytest.mark.parametrize("eta", [
+    "2031-05-01T12:00:00.250000+00:00", "2031-05-01T12:00:00+00:00", "1969-12-31T23:59:59.999999+00:00",
+])
+def test_an_eta_celery_writes_in_utc_is_kept_exactly_in_17_bytes(eta: str) -> None:
+    msg = message(headers=celery_headers(eta=eta))
+    raw = encode(msg)
+    assert decode(TID, raw) == msg
+    assert eta.encode() not in raw
+    assert len(raw) - len(encode(message())) <= 18
+
+
+@pytest.mark.parametrize("eta", ["2031-05-01T14:00:00.250000+02:00", "2031-05-01T12:00:00.25+00:00",
+                                 "2031-05-01 12:00:00+00:00", "tomorrow"])
+def test_any_other_eta_text_is_kept_as_it_is(eta: str) -> None:
+    msg = message(headers=celery_headers(eta=eta), properties={"priority": 3})
+    assert decode(TID, encode(msg)) == msg
+
+
+def test_a_template_with_an_eta_encodes_each_tasks_own() -> None:
+    template = message(headers=celery_headers(eta="2031-05-01T12:00:00.250000+00:00"))
+    new_id = "0b5b4d4e-7a4a-4e4e-8b8b-5a5a5a5a5a5a"
+    full = message(task_id=new_id, headers=celery_headers(id=new_id, root_id=new_id, argsrepr="(7,)",
+                                                          eta="2032-01-02T03:04:05.678901+00:00"),
+                   properties={"correlation_id": new_id, "reply_to": "a1b2", "delivery_mode": 2, "priority": 0},
+                   body=b"[[7], {}" + EMBED_SUFFIX)
+    raw = Template(template).encode("(7,)", "{}", b"[[7], {}", 1956625445678901)
+    assert raw == encode(full) and decode(new_id, raw) == full
 
 
 @pytest.mark.parametrize("raw", [

@@ -56,9 +56,23 @@ def register_tasks(app: Celery, record_url: str) -> None:
     def record(self: Any, tag: Any = None, due: float | None = None, pad: str = "") -> Any:
         recorder.rpush(RECORDS, json.dumps({
             "id": self.request.id, "tag": tag, "due": due, "at": time.time(),
-            "retries": self.request.retries, "hostname": self.request.hostname,
+            "retries": self.request.retries, "hostname": self.request.hostname, "eta": self.request.eta,
         }))
         return tag
+
+    @app.task(bind=True, name="t.plain_flaky", shared=False, autoretry_for=(ValueError,), max_retries=2,
+              default_retry_delay=0.2)
+    def plain_flaky(self: Any) -> None:
+        """A plain Celery task (no base class of ours) that fails for good after two retries."""
+        recorder.rpush(RECORDS, json.dumps({"id": self.request.id, "tag": "plain_flaky", "at": time.time(),
+                                             "retries": self.request.retries}))
+        raise ValueError(f"attempt {self.request.retries + 1} failed")
+
+    @app.task(bind=True, name="t.plain_reject", shared=False)
+    def plain_reject(self: Any) -> None:
+        from celery.exceptions import Reject
+
+        raise Reject("not for us", requeue=False)
 
     @app.task(bind=True, name="t.retry_once", max_retries=3, shared=False)
     def retry_once(self: Any, countdown: float = 1.0) -> str:
@@ -86,9 +100,10 @@ def register_task_side(app: Celery, record_url: str) -> None:
     @app.task(bind=True, base=IdempotentTask, name="t.charge", shared=False,
               idempotency_key="charge:{order_id}", idempotency_lease=2.0)
     def charge(self: Any, order_id: int, amount: int = 10, sleep: float = 0.0) -> dict[str, int]:
-        note(self, "charge.started", order_id=order_id)
+        token = self.request.idempotency_token
+        note(self, "charge.started", order_id=order_id, token=token)
         time.sleep(sleep)
-        note(self, "charge.done", order_id=order_id)
+        note(self, "charge.done", order_id=order_id, token=token)
         return {"order_id": order_id, "charged": amount}
 
     @app.task(bind=True, base=IdempotentTask, name="t.refund", shared=False, idempotency_lease=1.0,

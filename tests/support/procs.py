@@ -102,9 +102,9 @@ class Cluster:
     def hooked_dispatcher(self, point: str) -> Proc:
         return self.spawn([sys.executable, "-m", "tests.support.proc_dispatcher", point])
 
-    def worker(self) -> Proc:
+    def worker(self, *extra: str) -> Proc:
         return self.spawn([CELERY, "-A", "tests.support.proc_app", "worker", "--pool", "solo", "--loglevel", "WARNING",
-                           "--without-gossip", "--without-mingle", "--without-heartbeat"])
+                           "--without-gossip", "--without-mingle", "--without-heartbeat", *extra])
 
     def close(self) -> None:
         for proc in self.procs:

@@ -16,7 +16,7 @@ MARK = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red
 @common
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
-    """Check Redis (version, eviction policy, persistence, clock), the store and the broker."""
+    """Check Redis (version, eviction policy, persistence, clock), the store, the broker and the workers."""
     checks = run_checks(app_of(ctx))
     failed = any(c.status == "fail" for c in checks)
     if as_json:

@@ -33,6 +33,7 @@ def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
             "rate_per_second": status.rate,
         },
         "dead_letters": status.dead_letters,
+        "stats": status.stats,
         "dispatchers": [
             {"id": d.id, "shards": d.shards, "member": d.member, "expires_ms": d.expires_ms}
             for d in status.dispatchers
@@ -75,6 +76,7 @@ def status_text(status: StoreStatus, prefix: str) -> str:
               right=(0, 1, 2, 3, 6, 7)),
         "",
         f"dead letters: {number(status.dead_letters)}",
+        *(f"{name.replace('_', ' ')}: {number(count)}" for name, count in status.stats.items()),
         f"dispatchers alive: {number(len(status.dispatchers))}",
     ]
     for d in status.dispatchers:

@@ -24,6 +24,7 @@ from kombu.exceptions import OperationalError
 from ...dispatch.handoff import Guard, Outgoing, PublishReport
 from ...model.codec import StoredMessage
 from . import redis_queue
+from .envelope import outgoing
 
 # Properties that Producer.publish takes as arguments of their own.
 _ARGUMENT_PROPERTIES = ("delivery_mode", "priority")
@@ -133,13 +134,14 @@ class KombuPublisher:
         return found
 
     def _publish_one(self, producer: Any, m: StoredMessage, *, declare: bool) -> None:
-        properties = dict(m.properties)
+        headers, properties, expiration = outgoing(m)
         extra = {k: properties.pop(k) for k in _ARGUMENT_PROPERTIES if k in properties}
         producer.publish(
             m.body,
             exchange=m.exchange,
             routing_key=m.routing_key,
-            headers=dict(m.headers),
+            headers=headers,
+            expiration=expiration,
             content_type=m.content_type,
             content_encoding=m.content_encoding,
             declare=[self.queue(m.queue)] if m.queue and declare else None,

@@ -29,6 +29,7 @@ from kombu.utils.json import dumps
 
 from ...dispatch.handoff import Guard, Outgoing
 from ...model.codec import StoredMessage
+from .envelope import kombu_expiration, outgoing
 
 ROUTED_TYPES = ("direct", "topic")
 WATCH_ATTEMPTS = 5  # a watched lease that keeps changing is a lease being lost: give the shard up
@@ -134,13 +135,15 @@ def _writes(built: list[tuple[int, int, str, list[str]]], lapsed: set[int]) -> d
 def _build(producer: Any, channel: Any, m: StoredMessage,
            routes: dict[tuple[str, str], list[str]]) -> tuple[int, str, list[str]]:
     """The envelope Kombu would write for ``m``: its priority level, JSON and target queues."""
-    properties = dict(m.properties)
+    headers, properties, expiration = outgoing(m)
     mode = properties.pop("delivery_mode", None)
     priority = properties.pop("priority", 0)
-    # As Producer.publish: the delivery mode falls back to the producer's exchange's.
+    # As Producer.publish: the delivery mode falls back to the producer's exchange's, then the TTL.
     exchange, properties["delivery_mode"] = producer._delivery_details(m.exchange or producer.exchange, mode)
+    if expiration is not None:
+        properties["expiration"] = kombu_expiration(expiration)
     message = channel.prepare_message(
-        m.body, priority, m.content_type, m.content_encoding, dict(m.headers), properties,
+        m.body, priority, m.content_type, m.content_encoding, headers, properties,
     )
     channel._inplace_augment_message(message, exchange, m.routing_key)
     if exchange:
