@@ -211,6 +211,15 @@ class Settings:
     dlq_max_age: float = _opt(
         7 * 86400.0, _seconds(1.0), "Dead letters older than this many seconds are trimmed."
     )
+    revoke_ttl: float = _opt(
+        86400.0, _seconds(1.0),
+        "How long a revoke of a task no longer pending (in flight, in a queue, running) is kept in "
+        "Redis and by installed workers: at least as long as a task can wait in a queue.",
+    )
+    revoke_max: int = _opt(
+        50_000, _int(1, 10_000_000),
+        "Most revoke records kept (spread over the shards; the ones closest to expiry go first).",
+    )
     metrics_port: int | None = _opt(
         None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."
     )

@@ -13,6 +13,7 @@ from ..errors import ConfigurationError
 from ..model.logs import log_event
 from .messages import MessageCheck
 from .publishers.kombu import KombuPublisher
+from .revokes import mark_revoked
 from .state import ensure_installation
 
 
@@ -46,7 +47,8 @@ def build_dispatcher(
         observer = metrics if observer is None else Observers(observer, metrics)
     dispatcher = Dispatcher(
         inst.store, config=config, member_id=member_id, pinned=pinned, dead_letters=inst.dead_letters,
-        observer=observer, handoff=generic(KombuPublisher(app), check=MessageCheck(s.accept_content)),
+        observer=observer, handoff=generic(KombuPublisher(app), check=MessageCheck(s.accept_content),
+                                           revoked=lambda ids: mark_revoked(app, ids)),
     )
     if metrics is not None and port is not None:
         bound = metrics.serve(s.metrics_addr, port)

@@ -16,8 +16,10 @@ from celery.utils.imports import symbol_by_name
 from kombu.utils.objects import cached_property
 
 from . import reports, worker_side
+from .revokes import revoke_for_command
 from .sender import wrap_sender
-from .state import Installation, ensure_installation, installation_for
+from .state import Installation, ensure_installation
+from .worker_revokes import RevokedSet
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -30,7 +32,7 @@ _OURS_CONTROL = "celery_zset_scheduler.celery.install:ZSetControl"
 
 def install(app: Celery, **overrides: Any) -> Installation:
     """Make ``apply_async(countdown=/eta=)``, ``send_task(eta=)`` and ``retry(countdown=)`` of
-    ``app`` store the task, and ``revoke`` cancel stored ones.
+    ``app`` store the task, and every revoke cancel stored ones and hold for the others (I10).
 
     Cheap and side-effect free: no connection, thread or configuration read until first use.
     Calling it again (or on other apps) is safe. ``overrides`` take precedence over the app's
@@ -51,6 +53,7 @@ def install(app: Celery, **overrides: Any) -> Installation:
             control.__class__ = _subclass_of(type(control), ZSetControlMixin)
     else:
         app.control_cls = _subclass(app.control_cls, _DEFAULT_CONTROL, _OURS_CONTROL, ZSetControlMixin)
+    app.steps["worker"].add(RevokedSet)  # the worker's revoked set follows the store's records
     return inst
 
 
@@ -65,22 +68,12 @@ class ZSetAMQPMixin:
 class ZSetControlMixin:
     app: Any
 
-    def revoke(self, task_id: Any, destination: Any = None, terminate: bool = False,
-               signal: Any = None, **kwargs: Any) -> Any:
-        """Cancel stored entries first, then broadcast as Celery does (for running tasks)."""
-        cancel_stored(self.app, task_id)
-        extra = {} if signal is None else {"signal": signal}
-        return super().revoke(  # type: ignore[misc]
-            task_id, destination=destination, terminate=terminate, **extra, **kwargs
-        )
-
-
-def cancel_stored(app: Any, task_id: Any) -> dict[str, str]:
-    inst = installation_for(app)
-    if inst is None:
-        return {}
-    ids = [task_id] if isinstance(task_id, str) else [str(t) for t in task_id]
-    return dict(inst.store.cancel(ids))
+    def broadcast(self, command: str, arguments: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """Every revoke (``revoke``, ``terminate``, ``AsyncResult.revoke``, the ``celery control``
+        CLI) ends here: cancel or record the ids in the store first, then broadcast as Celery does."""
+        ids = kwargs["task_id"] if "task_id" in kwargs else (arguments or {}).get("task_id")
+        revoke_for_command(self.app, command, {"task_id": ids})
+        return super().broadcast(command, arguments, *args, **kwargs)  # type: ignore[misc]
 
 
 class ZSetAMQP(ZSetAMQPMixin, AMQP):

@@ -9,16 +9,20 @@ Each step returns what the next one needs:
 3. **order**: entries of all shards are merged in due order, and those due after the earliest
    claim's Redis time are held for the next pass (a later claim in the same round trip may have
    read a later clock: publishing them now could put them ahead of an entry that claim missed);
-4. **publish** through a :class:`~.handoff.Publisher`, which checks each shard's lease at the
-   moment of hand-off (:class:`LeaseGuard`);
+4. **publish** through a :class:`~.handoff.Publisher`, which checks each shard's lease and the
+   revoke records of the batch at the moment of hand-off (:class:`LeaseGuard`);
 5. **settle the report**: refused messages dead-lettered, published ones counted and acked (with
-   the next claim), lapsed and unpublished ones released to ``due``.
+   the next claim), lapsed and unpublished ones released to ``due``, revoked ones dropped.
+
+Entries with a revoke record are dropped by the claim script itself (I10); the ``revoked`` hook
+hears of every id dropped either way.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,10 +33,13 @@ from ..model.codec import StoredMessage, decode
 from ..model.letters import DeadLetter
 from ..model.logs import describe, log_event
 from ..store.claims import Claimed, ClaimResult, Fence
+from ..store.revokes import revoked_since
 from .handoff import Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
 
 #: Why a worker would discard a message (None: it would run it); the Celery layer provides it.
 Check = Callable[[StoredMessage], "str | None"]
+#: Told the ids dropped because they were revoked (the Celery layer marks their results revoked).
+Revoked = Callable[[list[str]], None]
 
 
 @dataclass(frozen=True)
@@ -45,18 +52,19 @@ class Item:
     claimed_at: float  # monotonic time the claim's reply arrived
 
 
-def generic(publisher: Publisher, check: Check | None = None) -> HandOffFactory:
+def generic(publisher: Publisher, check: Check | None = None, revoked: Revoked | None = None) -> HandOffFactory:
     """The factory a dispatcher calls with its environment."""
-    return lambda env: GenericHandOff(env, publisher, check)
+    return lambda env: GenericHandOff(env, publisher, check, revoked)
 
 
 class LeaseGuard:
     """The batch's fences, checked against the dispatcher's own clock (and by the publisher, where
     the broker is the store's Redis, inside the transaction that writes the messages)."""
 
-    def __init__(self, env: Env, fences: dict[int, Fence]) -> None:
+    def __init__(self, env: Env, fences: dict[int, Fence], revoke_gens: dict[int, int] | None = None) -> None:
         self._env = env
         self._fences = fences
+        self._gens = revoke_gens or {}  # shard -> its revoke count at the earliest claim in the batch
 
     def still_ours(self, shard: int) -> bool:
         return self._env.lease_valid(shard, time.monotonic())
@@ -72,12 +80,25 @@ class LeaseGuard:
     def store_client(self) -> object:
         return self._env.claims.store.client
 
+    def revoked(self, batch: Sequence[Outgoing]) -> frozenset[int]:
+        by_shard: dict[int, list[str]] = defaultdict(list)
+        for o in batch:
+            by_shard[o.shard].append(o.message.task_id)
+        claimed = {s: (self._gens.get(s, -1), ids) for s, ids in by_shard.items()}
+        found = revoked_since(self._env.claims.store.client, self._env.claims.keys, claimed)
+        return frozenset(i for i, o in enumerate(batch) if (o.shard, o.message.task_id) in found)
+
+    def revoke_key(self, shard: int) -> str:
+        return self._env.claims.keys.shard(shard).revoked_gen
+
 
 class GenericHandOff:
-    def __init__(self, env: Env, publisher: Publisher, check: Check | None = None) -> None:
+    def __init__(self, env: Env, publisher: Publisher, check: Check | None = None,
+                 revoked: Revoked | None = None) -> None:
         self.env = env
         self.publisher = publisher
         self.check = check
+        self.on_revoked = revoked
         # Published, not yet acked: acked with the next claim (one round trip less per pass) or
         # before sleeping, whichever comes first; kept across a Redis outage until acked.
         self._to_ack: list[Claimed] = []
@@ -105,7 +126,10 @@ class GenericHandOff:
         error: BaseException | None = None
         if ready:
             started = time.monotonic()
-            guard = LeaseGuard(self.env, {i.entry.shard: i.fence for i in ready})
+            gens: dict[int, int] = {}
+            for i in ready:
+                gens[i.entry.shard] = min(i.entry.revoke_gen, gens.get(i.entry.shard, i.entry.revoke_gen))
+            guard = LeaseGuard(self.env, {i.entry.shard: i.fence for i in ready}, gens)
             report = self.publisher.publish([Outgoing(i.message, i.entry.shard) for i in ready], guard)
             self._settle_report(ready, report, started)
             error = report.error
@@ -153,6 +177,8 @@ class GenericHandOff:
             self.env.observer.claimed(fence.shard, len(result.entries), answered_at - sent_at)
             if result.orphans:
                 self._orphans(fence.shard, result.orphans)
+            if result.revoked:
+                self._revoked(fence.shard, result.revoked, "claim")
             entries += [(e, fence) for e in result.entries]
             cutoffs.append((self._covered(result), fence.shard))
         return Pass(shards, sent_at, answered_at), entries, cutoffs
@@ -215,6 +241,15 @@ class GenericHandOff:
                   why="in due without a stored message: nothing to publish")
         self.env.observer.orphaned(shard, len(ids))
 
+    def _revoked(self, shard: int, ids: list[str], where: str) -> None:
+        log_event(logging.INFO, "revoked.dropped", shard=shard, count=len(ids), ids=",".join(ids[:10]), at=where)
+        self.env.observer.revoked(shard, len(ids))
+        if self.on_revoked is not None:
+            try:
+                self.on_revoked(ids)
+            except Exception as exc:  # a result backend's trouble is not the dispatcher's
+                log_event(logging.WARNING, "revoked.mark_failed", shard=shard, error=repr(exc))
+
     def _keep_fresh(self, items: list[Item]) -> list[Item]:
         """Hand back, before publishing anything, the entries whose claim is no longer safely
         ours: the shard's lease lapsed or changed since, or the claim is close to its in-flight
@@ -241,12 +276,18 @@ class GenericHandOff:
         handled = items[: report.published]
         refused = [(items[i], exc) for i, exc in sorted(report.unpublishable.items())]
         lapsed = [items[i].entry for i in sorted(report.lapsed)]
-        published = [i.entry for n, i in enumerate(handled) if n not in report.unpublishable and n not in report.lapsed]
+        revoked = [items[i].entry for i in sorted(report.revoked)]
+        held_back = report.lapsed | report.revoked
+        published = [i.entry for n, i in enumerate(handled) if n not in report.unpublishable and n not in held_back]
         if refused:
             self._dead_letter_unpublishable(refused)
         if lapsed:
             log_event(logging.WARNING, "batch.abandoned", shards=sorted({e.shard for e in lapsed}),
                       count=len(lapsed), reason="lease_lapsed_at_handoff")
+        if revoked:  # forgotten like published ones (the revoke already removed them from flight)
+            self._to_ack.extend(revoked)
+            for shard in sorted({e.shard for e in revoked}):
+                self._revoked(shard, [e.task_id for e in revoked if e.shard == shard], "handoff")
         if published:
             redis_now = self.env.clock.at(done)
             per_shard: dict[int, int] = {}

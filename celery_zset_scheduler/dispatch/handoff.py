@@ -32,13 +32,15 @@ class PublishReport:
     """What became of a batch: the first ``published`` messages were handled, in order; of those,
     the ``unpublishable`` indexes were refused for a reason of their own (they never will be
     published, so they are dead-lettered) and the ``lapsed`` ones were held back because their
-    shard's lease lapsed at the moment of hand-off (they go back to ``due``); ``error`` is an
+    shard's lease lapsed at the moment of hand-off (they go back to ``due``); the ``revoked`` ones
+    were held back because they were revoked since their claim (they are dropped); ``error`` is an
     outage that stopped the rest."""
 
     published: int
     error: BaseException | None = None
     unpublishable: dict[int, BaseException] = field(default_factory=dict)
     lapsed: frozenset[int] = frozenset()
+    revoked: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,21 @@ class Guard(Protocol):
         """The store's client (to tell whether the broker is the same server and database)."""
         ...
 
+    def revoked(self, batch: Sequence[Outgoing]) -> frozenset[int]:
+        """The indexes of ``batch`` revoked since their claim, read from the store right now (I10)."""
+        ...
+
+    def revoke_key(self, shard: int) -> str:
+        """The shard's revoke counter, watched with its lease keys inside the broker's transaction
+        when the broker is the store's Redis server and database (a revoke changes it)."""
+        ...
+
 
 class Publisher(Protocol):
     """Hands messages to the broker in order: an outage stops the batch, a message's own error
-    only skips that message, a lapsed lease holds back its shard's messages (see
-    :class:`PublishReport`). ``guard`` is consulted right before each publish call and, where
-    the broker allows, inside the transaction that writes the messages."""
+    only skips that message, a lapsed lease holds back its shard's messages, a revoked message
+    is held back (see :class:`PublishReport`). ``guard`` is consulted right before each publish
+    call and, where the broker allows, inside the transaction that writes the messages."""
 
     def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport: ...
 

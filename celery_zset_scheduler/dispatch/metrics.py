@@ -96,6 +96,8 @@ class DispatcherMetrics(Observer):
         self.orphaned_entries = make("Counter", "orphaned_entries",
                                      "Ids found in due without a stored message (dropped: nothing to publish).",
                                      shard)
+        self.revoked_entries = make("Counter", "revoked_entries",
+                                    "Revoked tasks dropped instead of handed to the broker.", shard)
         self._exported: set[int] = set()
         self._server: WSGIServer | None = None
         self._stop = threading.Event()
@@ -136,6 +138,9 @@ class DispatcherMetrics(Observer):
 
     def orphaned(self, shard: int, count: int) -> None:
         self.orphaned_entries.labels(str(shard)).inc(count)
+
+    def revoked(self, shard: int, count: int) -> None:
+        self.revoked_entries.labels(str(shard)).inc(count)
 
     # -- snapshot and serving -------------------------------------------------------------------
 

@@ -29,6 +29,9 @@ class Observer:
     def orphaned(self, shard: int, count: int) -> None:
         """Ids were found in ``due`` without a stored message (dropped: nothing to publish)."""
 
+    def revoked(self, shard: int, count: int) -> None:
+        """Revoked entries were dropped instead of published (I10)."""
+
 
 class Observers(Observer):
     """Reports to several observers in turn (a caller's own plus the metrics)."""
@@ -63,6 +66,10 @@ class Observers(Observer):
     def orphaned(self, shard: int, count: int) -> None:
         for o in self.observers:
             o.orphaned(shard, count)
+
+    def revoked(self, shard: int, count: int) -> None:
+        for o in self.observers:
+            o.revoked(shard, count)
 
     def find(self, kind: type[Observer]) -> Observer | None:
         """The first observer of ``kind`` among these (nested ones included)."""

@@ -55,6 +55,8 @@ class ShardKeys:
     pending_keys: str  # HASH idempotency key -> id of the pending entry scheduled under it
     id_keys: str  # HASH id -> idempotency key (only for entries scheduled under a key)
     leader: str  # prefix of the STRING `leader:<token>`: the leader's JSON record, for people (PX lease)
+    revoked: str  # ZSET id -> expiry (ms) of a revoke of an id no longer pending (bounded)
+    revoked_gen: str  # STRING counter, INCR on every revoke record written in the shard
 
     def leader_info(self, token: str) -> str:
         """The record of the leader holding ``token``; keyed by token so a deposed leader
@@ -89,6 +91,11 @@ class KeySpace:
         return f"{self.prefix}:wake"
 
     @property
+    def revoke_channel(self) -> str:
+        """Where each revoke record is announced, for workers keeping their revoked set current."""
+        return f"{self.prefix}:revokes"
+
+    @property
     def dlq_index(self) -> str:
         """ZSET id -> dead-lettered time (ms), for newest-first paging and age trimming."""
         return f"{{{self.prefix}:dlq}}:index"
@@ -119,6 +126,8 @@ class KeySpace:
             pending_keys=f"{tag}:pkeys",
             id_keys=f"{tag}:idkeys",
             leader=f"{tag}:leader",
+            revoked=f"{tag}:revoked",
+            revoked_gen=f"{tag}:revgen",
         )
 
     def shard(self, shard: int) -> ShardKeys:

@@ -17,7 +17,9 @@ from .pending import Store
 from .scripts import Call, ScriptDef, as_int
 from .values import UNSTAMPED, Arrival, split
 
-CLAIM = ScriptDef("claim", ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake"))
+CLAIM = ScriptDef(
+    "claim", ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen"),
+)
 ACK = ScriptDef("ack", ("inflight", "msg", "due", "pending_keys", "id_keys"))
 RELEASE = ScriptDef("release", ("inflight", "due"))
 REAP = ScriptDef("reap", ("inflight", "due", "msg", "lock", "epoch"))
@@ -40,6 +42,7 @@ class Claimed:
     shard: int
     lease_ms: int = 0  # the in-flight score this claim gave it: identifies the claim
     arrival: Arrival = UNSTAMPED  # when it reached the store: orders entries due at the same instant
+    revoke_gen: int = 0  # the shard's revoke count when claimed: revokes since then change it
 
     @property
     def order(self) -> tuple[int, Arrival]:
@@ -54,6 +57,8 @@ class ClaimResult:
     next_due_ms: int | None  # earliest entry still pending after this claim
     entries: list[Claimed]
     orphans: list[str] = field(default_factory=list)  # due ids without a message, dropped from due
+    revoked: list[str] = field(default_factory=list)  # due ids with a revoke record, dropped from due
+    revoke_gen: int = 0  # the shard's revoke count at the claim
 
 
 @dataclass(frozen=True)
@@ -73,14 +78,15 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
     def parse(reply: Any) -> ClaimResult:
         if int(reply[0]) == 0:
             return ClaimResult(True, 0, None, [])
-        _, now, nxt, ids, scores, payloads, deadline, orphans = reply
+        _, now, nxt, ids, scores, payloads, deadline, orphans, revoked, gen = reply
         entries = []
         for i, s, value in zip(ids, scores, payloads, strict=True):
             arrival, payload = split(value)
-            entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival))
+            entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival, int(gen)))
         next_due = int(float(nxt))
         return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
-                           [o.decode(errors="replace") for o in orphans])
+                           [o.decode(errors="replace") for o in orphans],
+                           [r.decode(errors="replace") for r in revoked], int(gen))
 
     args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms]
     return CLAIM.call(keys.shard(fence.shard), args, parse)

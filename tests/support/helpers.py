@@ -74,6 +74,12 @@ def register_tasks(app: Celery, record_url: str) -> None:
 
         raise Reject("not for us", requeue=False)
 
+    @app.task(bind=True, name="t.sleep", shared=False)
+    def sleep(self: Any, seconds: float) -> float:
+        recorder.rpush(RECORDS, json.dumps({"id": self.request.id, "tag": "sleep", "at": time.time()}))
+        time.sleep(seconds)  # keeps a solo worker busy
+        return seconds
+
     @app.task(bind=True, name="t.retry_once", max_retries=3, shared=False)
     def retry_once(self: Any, countdown: float = 1.0) -> str:
         recorder.rpush(RECORDS, json.dumps({"id": self.request.id, "tag": "attempt",
@@ -156,6 +162,12 @@ class HeldForever:
 
     def lease_keys(self, shard: int) -> tuple[str, str]:
         raise LookupError("published by hand: no lease")
+
+    def revoked(self, batch: Any) -> frozenset[int]:
+        return frozenset()
+
+    def revoke_key(self, shard: int) -> str:
+        raise LookupError("published by hand: no revoke records")
 
 
 def publish_by_hand(publisher: Any, messages: list[StoredMessage]) -> PublishReport:

@@ -10,7 +10,9 @@ Kombu itself would write. Three ways, fastest first (docs/benchmarks.md has the 
 The lease of each shard is checked at the moment of hand-off: inside the Redis transaction when
 the broker is the store's own server and database, otherwise right before each transaction, flush
 or message. So a dispatcher paused past its lease publishes at most what one such call was already
-sending when the pause began, never the rest of its batch.
+sending when the pause began, never the rest of its batch. The revoke records of the messages are
+read at the same points (one round trip per transaction, flush or ``CHECK_EVERY`` messages): a
+message revoked since its claim is held back (I10).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ _ARGUMENT_PROPERTIES = ("delivery_mode", "priority")
 # Messages per pipelined flush; the batch's own limit (operations, up to 5 a message with queue
 # expiry) is set above it so that Kombu never flushes a part we would not count as published.
 FLUSH_EVERY = 1000
+# Messages published one by one between two reads of their revoke records.
+CHECK_EVERY = 100
 
 
 class KombuPublisher:
@@ -44,27 +48,33 @@ class KombuPublisher:
         published = 0
         refused: dict[int, BaseException] = {}
         lapsed: set[int] = set()
+        revoked: set[int] = set()
         messages = [o.message for o in batch]
         try:
             with self.app.producer_or_acquire() as producer:
                 if messages and redis_queue.can_publish(producer, messages):
                     self._declare(producer, messages)
                     same = self._is_store_redis(producer, guard)
-                    refused, lapsed = redis_queue.publish(producer, batch, guard, same)  # all or nothing
-                    return PublishReport(len(batch), unpublishable=refused, lapsed=frozenset(lapsed))
+                    refused, lapsed, revoked = redis_queue.publish(producer, batch, guard, same)  # all or nothing
+                    return PublishReport(len(batch), unpublishable=refused, lapsed=frozenset(lapsed),
+                                         revoked=frozenset(revoked))
                 # getattr: Producer.batch() is new in Kombu 5.7 (the project allows older ones).
                 if len(batch) > 1 and getattr(producer, "supports_batch_publish", False):
                     return self._publish_batched(producer, batch, guard)
                 outage = outage_errors(producer)
                 for i, item in enumerate(batch):
-                    if guard.still_ours(item.shard):
-                        self._publish_or_refuse(producer, item.message, True, outage, refused, i)
-                    else:
-                        lapsed.add(i)
+                    if i % CHECK_EVERY == 0:
+                        revoked |= {i + n for n in guard.revoked(batch[i:i + CHECK_EVERY])}
+                    if i not in revoked:
+                        if guard.still_ours(item.shard):
+                            self._publish_or_refuse(producer, item.message, True, outage, refused, i)
+                        else:
+                            lapsed.add(i)
                     published += 1
         except Exception as exc:  # the broker is unreachable: the dispatcher releases the rest
-            return PublishReport(published, exc, refused, frozenset(lapsed))
-        return PublishReport(published, unpublishable=refused, lapsed=frozenset(lapsed))
+            return PublishReport(published, exc, refused, frozenset(lapsed),
+                                 frozenset(i for i in revoked if i < published))
+        return PublishReport(published, unpublishable=refused, lapsed=frozenset(lapsed), revoked=frozenset(revoked))
 
     def _publish_batched(self, producer: Any, batch: Sequence[Outgoing], guard: Guard) -> PublishReport:
         """Flushes every ``FLUSH_EVERY`` messages; a failed flush counts none of its messages.
@@ -76,13 +86,17 @@ class KombuPublisher:
         declared: set[str] = set()
         refused: dict[int, BaseException] = {}
         lapsed: set[int] = set()
+        revoked: set[int] = set()
         outage = outage_errors(producer)
         try:
             with producer.batch(max_size=5 * FLUSH_EVERY + 1) as pending:
                 for start in range(0, len(batch), FLUSH_EVERY):
                     chunk = batch[start:start + FLUSH_EVERY]
                     ours = {s: guard.still_ours(s) for s in {o.shard for o in chunk}}
+                    revoked |= {start + n for n in guard.revoked(chunk)}
                     for i, item in enumerate(chunk, start):
+                        if i in revoked:
+                            continue
                         if not ours[item.shard]:
                             lapsed.add(i)
                             continue
@@ -96,8 +110,9 @@ class KombuPublisher:
                     published += len(chunk)
         except Exception as exc:
             return PublishReport(published, exc, {i: e for i, e in refused.items() if i < published},
-                                 frozenset(i for i in lapsed if i < published))
-        return PublishReport(published, unpublishable=refused, lapsed=frozenset(lapsed))
+                                 frozenset(i for i in lapsed if i < published),
+                                 frozenset(i for i in revoked if i < published))
+        return PublishReport(published, unpublishable=refused, lapsed=frozenset(lapsed), revoked=frozenset(revoked))
 
     def _is_store_redis(self, producer: Any, guard: Guard) -> bool:
         """Whether the broker's Redis is the store's server and database (checked once per client)."""

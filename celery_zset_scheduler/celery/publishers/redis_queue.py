@@ -15,7 +15,9 @@ database (the default: the store defaults to the broker URL), the transaction ``
 shard's lock and epoch keys and reads them first: a lease taken over or expired (Redis aborts a
 transaction whose watched key expired) makes ``EXEC`` write nothing, and the check runs again
 without that shard. Elsewhere the lease is checked by the dispatcher's clock right before the
-transaction.
+transaction. Whether anything in the batch was revoked since its claim is read right before the
+transaction too (after the ``WATCH``, which covers each shard's revoke counter as well: a revoke
+landing before ``EXEC`` makes the check run again), and revoked messages are left out (I10).
 """
 
 from __future__ import annotations
@@ -58,10 +60,11 @@ def same_server_and_db(broker: Any, store: Any) -> bool:
 
 
 def publish(producer: Any, batch: Sequence[Outgoing], guard: Guard,
-            same_redis: bool) -> tuple[dict[int, BaseException], set[int]]:
+            same_redis: bool) -> tuple[dict[int, BaseException], set[int], set[int]]:
     """Write the messages of shards still led to their queue(s) in one transaction; raises when the
     broker refuses. Returns the messages refused (index -> error: an envelope that cannot be
-    built fails the same way every time) and the indexes held back because their lease lapsed.
+    built fails the same way every time), the indexes held back because their lease lapsed, and
+    those held back because they were revoked since their claim.
     """
     channel = producer.channel
     built: list[tuple[int, int, str, list[str]]] = []  # index, shard, envelope, Redis lists
@@ -79,39 +82,43 @@ def publish(producer: Any, batch: Sequence[Outgoing], guard: Guard,
         built.append((i, item.shard, payload, [channel._q_for_pri(q, level) for q in targets]))
         queues.update(targets)
     lapsed_shards: set[int] = set()
+    revoked: set[int] = set()
     with channel.conn_or_acquire() as client:
         for _ in range(WATCH_ATTEMPTS):
             shards = {shard for _, shard, _, _ in built} - lapsed_shards
             pipe = client.pipeline(transaction=True)
-            if same_redis and shards:
-                lapsed_shards |= _watch_leases(pipe, sorted(shards), guard)
-            else:
-                lapsed_shards |= {s for s in shards if not guard.still_ours(s)}
-            pipe.multi()
-            for key, payloads in _writes(built, lapsed_shards).items():
-                pipe.lpush(key, *payloads)
-            for queue in queues:
-                if channel._expires and queue in channel._expires:  # as Kombu does on every put
-                    for step in channel.priority_steps:
-                        pipe.pexpire(channel._q_for_pri(queue, step), channel._expires[queue])
             try:
-                pipe.execute()
-            except redis.WatchError:  # a watched lease changed (or expired) meanwhile: check again
-                continue
+                if same_redis and shards:
+                    lapsed_shards |= _watch_leases(pipe, sorted(shards), guard)
+                else:
+                    lapsed_shards |= {s for s in shards if not guard.still_ours(s)}
+                candidates = [i for i, shard, _, _ in built if shard not in lapsed_shards]
+                revoked = {candidates[n] for n in guard.revoked([batch[i] for i in candidates])}
+                pipe.multi()
+                for key, payloads in _writes(built, lapsed_shards, revoked).items():
+                    pipe.lpush(key, *payloads)
+                for queue in queues:
+                    if channel._expires and queue in channel._expires:  # as Kombu does on every put
+                        for step in channel.priority_steps:
+                            pipe.pexpire(channel._q_for_pri(queue, step), channel._expires[queue])
+                try:
+                    pipe.execute()
+                except redis.WatchError:  # a watched lease or revoke counter changed meanwhile: check again
+                    continue
             finally:
                 pipe.reset()
             break
         else:
             lapsed_shards |= {shard for _, shard, _, _ in built}  # leases never held still: publish nothing
     lapsed = {i for i, shard, _, _ in built if shard in lapsed_shards}
-    return refused, lapsed
+    return refused, lapsed, revoked - lapsed
 
 
 def _watch_leases(pipe: Any, shards: list[int], guard: Guard) -> set[int]:
     """WATCH the shards' lock and epoch keys and read them; the shards no longer held by the
     batch's fences. From here to EXEC, a change to any of them aborts the transaction."""
     keys = [k for s in shards for k in guard.lease_keys(s)]
-    pipe.watch(*keys)
+    pipe.watch(*keys, *(guard.revoke_key(s) for s in shards))
     values = pipe.mget(keys)
     lapsed = set()
     for n, shard in enumerate(shards):
@@ -122,11 +129,12 @@ def _watch_leases(pipe: Any, shards: list[int], guard: Guard) -> set[int]:
     return lapsed
 
 
-def _writes(built: list[tuple[int, int, str, list[str]]], lapsed: set[int]) -> dict[str, list[str]]:
-    """Redis list -> envelopes, in publish order, without the lapsed shards' messages."""
+def _writes(built: list[tuple[int, int, str, list[str]]], lapsed: set[int],
+            revoked: set[int]) -> dict[str, list[str]]:
+    """Redis list -> envelopes, in publish order, without the lapsed shards' or revoked messages."""
     writes: dict[str, list[str]] = {}
-    for _, shard, payload, keys in built:
-        if shard not in lapsed:
+    for index, shard, payload, keys in built:
+        if shard not in lapsed and index not in revoked:
             for key in keys:
                 writes.setdefault(key, []).append(payload)
     return writes

@@ -2,7 +2,7 @@
   Claim due entries of one shard for publishing (leader only).
 
   KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
-  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake
+  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen
   ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to claim, ARGV[4] lease (ms),
   ARGV[5] longest the leader waits before claiming again (ms), ARGV[6] ttl of the wake key (ms)
 
@@ -14,6 +14,12 @@
   whose score still matches, so running either twice (a lost reply) cannot touch a later claim.
   Idempotency-key bookkeeping stays until the ack, so a reaped or released entry keeps its key.
 
+  A due id with a live revoke record (I10: revoked while in flight and put back since, or sent
+  again after its revoke) is not claimed: it is dropped with its message and returned as revoked.
+  Expired records are trimmed here, so records outlive their ttl only while no leader claims. The
+  shard's revoke count is returned too: a revoke after this claim changes it, which tells the
+  hand-off to read the records of what it holds again before publishing.
+
   It also writes when the leader will claim this shard next (the earliest due entry, at most
   ARGV[5] ms away) to the wake key: a schedule due before that publishes a wake-up. Written here,
   with the claim, the key is never stale while the leader lives. Its old value is deleted first:
@@ -21,7 +27,8 @@
   would otherwise fail its claim (and so drain nothing) exactly when the store needs draining.
 
   Returns {0} when fenced, else
-    {1, now ms, next due ms or -1, {ids}, {due scores}, {messages}, lease deadline ms, {orphan ids}}
+    {1, now ms, next due ms or -1, {ids}, {due scores}, {messages}, lease deadline ms, {orphan ids},
+     {revoked ids}, revoke count}
   An id found in `due` without a message (another program wrote it, or a bug) cannot be published:
   it is dropped from `due` and returned as an orphan, so the dispatcher logs and counts it.
 ]]
@@ -30,7 +37,7 @@
 --- @include "call_sliced"
 
 local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local pending_keys, id_keys, wake = KEYS[6], KEYS[7], KEYS[8]
+local pending_keys, id_keys, wake, revoked, revoked_gen = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 
 if redis.call('GET', lock) ~= ARGV[1] or redis.call('GET', epoch) ~= ARGV[2] then
   return {0}
@@ -39,7 +46,12 @@ end
 local now = now_ms()
 local deadline = now + tonumber(ARGV[4])
 local items = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
-local ids, scores, payloads, orphans = {}, {}, {}, {}
+local ids, scores, payloads, orphans, dropped = {}, {}, {}, {}, {}
+local any_revoked = redis.call('ZCARD', revoked) > 0
+if any_revoked then
+  redis.call('ZREMRANGEBYSCORE', revoked, '-inf', now)
+  any_revoked = redis.call('ZCARD', revoked) > 0
+end
 
 if #items > 0 then
   local found = {}
@@ -48,9 +60,15 @@ if #items > 0 then
   local messages = call_sliced('HMGET', msg, found)
   local leases = {}
   local keyed = redis.call('HLEN', id_keys) > 0
+  local revokes = {}
+  if any_revoked then revokes = call_sliced('ZMSCORE', revoked, found) end
   for i = 1, #found do
     if not messages[i] then
       orphans[#orphans + 1] = found[i]
+      if keyed then forget_key(pending_keys, id_keys, found[i]) end
+    elseif revokes[i] then
+      dropped[#dropped + 1] = found[i]
+      redis.call('HDEL', msg, found[i])
       if keyed then forget_key(pending_keys, id_keys, found[i]) end
     else
       ids[#ids + 1] = found[i]
@@ -70,4 +88,5 @@ redis.call('DEL', wake)  -- a full batch: the leader claims again at once, and w
 if #items < 2 * tonumber(ARGV[3]) then
   redis.call('SET', wake, next_claim, 'PX', tonumber(ARGV[6]))
 end
-return {1, now, nxt[2] or -1, ids, scores, payloads, deadline, orphans}
+return {1, now, nxt[2] or -1, ids, scores, payloads, deadline, orphans, dropped,
+        tonumber(redis.call('GET', revoked_gen) or '0')}
