@@ -120,6 +120,11 @@ def installation_for(app: Any) -> Installation | None:
     return _installations.get(app)
 
 
+def installed_apps() -> list[Any]:
+    """The apps that have an installation in this process (for front ends that must find one)."""
+    return list(_installations.keys())
+
+
 def ensure_installation(app: Any, overrides: dict[str, Any] | None = None) -> Installation:
     inst = _installations.get(app)
     if inst is None:
