@@ -74,7 +74,7 @@ def test_cancel_one_asks_first_then_cancels_and_logs_who_and_which(big: BigStore
     question = as_changer.post(SCHEDULED, form)
     assert question.status_code == 200
     page = question.content.decode()
-    assert "Are you sure you want to cancel the selected 1 scheduled task?" in page and task_id in page
+    assert "Are you sure you want to cancel the selected scheduled task?" in page and task_id in page
     assert 'name="post" value="yes"' in page and big.store.get(task_id) is not None
     done = as_changer.post(SCHEDULED, {**form, "post": "yes"}, follow=True)
     assert "Cancelled 1 scheduled task." in done.content.decode()
@@ -159,7 +159,7 @@ def test_requeue_a_dead_letter_now_and_another_at_a_time(big: BigStore, users: U
     now_one, later_one = dead(big.app, unique("dl-now")), dead(big.app, unique("dl-later"))
     before = redis_now_ms(big.store)
     page = as_changer.post(LETTERS, {"action": "requeue", "_selected_action": now_one.task_id}).content.decode()
-    assert "Are you sure you want to requeue the selected 1 dead letter, due now?" in page
+    assert "Are you sure you want to requeue the selected dead letter, due now?" in page
     done = as_changer.post(LETTERS, {"action": "requeue", "_selected_action": now_one.task_id, "post": "yes"},
                            follow=True).content.decode()
     assert "Requeued 1 dead letter, due now." in done

@@ -20,6 +20,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from ...celery.cli.output import one_line
 from ...celery.state import Installation
 from ...errors import ZSetSchedulerError
+from ...model.times import iso
 from ...store import meta
 from ...store.deadletters import DeadLetters
 from ...store.pending import Store
@@ -50,8 +51,15 @@ class FilterSpec:
 
 
 def cells(columns: Sequence[Column], values: Sequence[Any]) -> list[dict[str, Any]]:
-    """A row's cells with their column's CSS class."""
-    return [{"value": v, "css": c.css} for c, v in zip(columns, values, strict=True)]
+    """A row's cells with their column's CSS class; a ``(value, title)`` pair adds a tooltip."""
+    return [{"value": v[0], "title": v[1], "css": c.css} if isinstance(v, tuple) else {"value": v, "css": c.css}
+            for c, v in zip(columns, values, strict=True)]
+
+
+def short_time(ms: int) -> tuple[str, str | None]:
+    """A listing's time to the second, with the exact ISO time as its tooltip."""
+    exact = iso(ms) or ""
+    return exact[:19].replace("T", " "), exact
 
 
 def query(params: Mapping[str, Any], **changes: Any) -> str:

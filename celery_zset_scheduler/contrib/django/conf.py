@@ -75,6 +75,13 @@ def installation() -> Installation:
 
 
 def task_names(app: Any, most: int = 50) -> list[str]:
-    """The app's own registered task names (no Redis read), for the task-name filter."""
+    """The app's own registered task names (no Redis read), for the task-name filter.
+
+    A web process never starts a worker, so the project's task modules (``autodiscover_tasks``) are
+    imported here, once, as django-celery-beat's admin does.
+    """
+    if not getattr(app, "_zset_admin_imported", False):
+        app.loader.import_default_modules()
+        app._zset_admin_imported = True
     names = sorted(n for n in app.tasks if not n.startswith("celery."))
     return names[:most]

@@ -20,10 +20,10 @@ from ....ops.deadletters import LetterFilter
 from ....store.deadletters import DeadLetters
 from ....store.snapshot import redis_now_ms
 from .. import audit
-from ..base import SELECTED, Choice, Column, FilterSpec, StoreAdmin, View, cells, query
+from ..base import SELECTED, Choice, Column, FilterSpec, StoreAdmin, View, cells, query, short_time
 from ..conf import celery_app, task_names
 from ..forms import RequeueForm, typed_time
-from .details import letter_sections, plural
+from .details import letter_sections, plural, selected
 
 ACTIONS = {
     "requeue": "Requeue selected dead letters now",
@@ -31,7 +31,7 @@ ACTIONS = {
     "delete": "Delete selected dead letters",
 }
 COLUMNS = [Column("Task"), Column("Reason"), Column("Exception"), Column("Attempts", "right"),
-           Column("Dead-lettered", "nowrap"), Column("", "nowrap")]
+           Column("Dead-lettered (UTC)", "nowrap"), Column("", "nowrap")]
 REASONS = ("retries_exhausted", "failed", "rejected", "unknown_task", "poison", "unpublishable")
 
 
@@ -84,7 +84,7 @@ class DeadLetterAdmin(StoreAdmin):
         rows = [{
             "id": x.task_id, "url": self.url("change", quote(x.task_id)),
             "cells": cells(COLUMNS, [x.task_name or "?", x.reason, _exception(x.exc_type, x.exc_message),
-                                     x.attempts, iso(x.dead_lettered_ms), relative(x.dead_lettered_ms, now)]),
+                                     x.attempts, short_time(x.dead_lettered_ms), relative(x.dead_lettered_ms, now)]),
         } for x in page.letters]
         params = flt.params()
         if total is None:
@@ -182,7 +182,7 @@ class DeadLetterAdmin(StoreAdmin):
             return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
         hidden = {"action": action}
         if flt is None:
-            what = f"the selected {plural(len(ids), 'dead letter')}"
+            what = selected(len(ids), "dead letter")
             links = {i: self.url("change", quote(i)) for i in ids}
         else:
             total = ops.count_matching(letters, flt.letter_filter())

@@ -27,6 +27,11 @@ def plural(n: int, word: str) -> str:
     return f"{number(n)} {word}{'' if n == 1 else 's'}"
 
 
+def selected(n: int, word: str) -> str:
+    """"the selected dead letter", "the 3 selected dead letters"."""
+    return f"the selected {word}" if n == 1 else f"the {plural(n, 'selected ' + word)}"
+
+
 def as_json(value: Any) -> str:
     return json.dumps(value, indent=2, default=str, ensure_ascii=False, sort_keys=True)
 

@@ -21,17 +21,17 @@ from ....ops.views import summary_view
 from ....store.pending import Store
 from ....store.snapshot import redis_now_ms
 from .. import audit
-from ..base import SELECTED, Choice, Column, FilterSpec, StoreAdmin, View, cells, query
+from ..base import SELECTED, Choice, Column, FilterSpec, StoreAdmin, View, cells, query, short_time
 from ..conf import celery_app, task_names
 from ..forms import RescheduleForm, typed_time
-from .details import entry_sections, plural
+from .details import entry_sections, plural, selected
 
 ACTIONS = {
     "cancel": "Cancel selected scheduled tasks",
     "run_now": "Run selected scheduled tasks now",
     "reschedule": "Reschedule selected scheduled tasks…",
 }
-COLUMNS = [Column("Task"), Column("Arguments"), Column("Due", "nowrap"), Column("", "nowrap"),
+COLUMNS = [Column("Task"), Column("Arguments"), Column("Due (UTC)", "nowrap"), Column("", "nowrap"),
            Column("Shard", "right")]
 LARGE = 200_000  # a selection this big is better done with manage.py zset (not in one web request)
 
@@ -123,7 +123,7 @@ class ScheduledTaskAdmin(StoreAdmin):
             rows.append({
                 "id": item.task_id, "url": self.url("change", quote(item.task_id)),
                 "cells": cells(COLUMNS, [row["task"] or f"? ({row['error']})", _arguments(row),
-                                         iso(item.due_ms), relative(item.due_ms, now), item.shard]),
+                                         short_time(item.due_ms), relative(item.due_ms, now), item.shard]),
             })
         params = flt.params()
         if flt.task:
@@ -230,7 +230,7 @@ class ScheduledTaskAdmin(StoreAdmin):
         warning = None
         hidden = {"action": action}
         if flt is None:
-            what = f"the selected {plural(len(ids), 'scheduled task')}"
+            what = selected(len(ids), "scheduled task")
             links = {i: self.url("change", quote(i)) for i in ids}
         else:
             total = ops.count_selected(store, flt.selection())
