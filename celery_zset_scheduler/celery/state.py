@@ -125,6 +125,11 @@ def installed_conf(conf: Any) -> bool:
     return any(getattr(app, "_conf", None) is conf for app in list(_installations.keys()))
 
 
+def installed_apps() -> list[Any]:
+    """The apps that have an installation in this process (for front ends that must find one)."""
+    return list(_installations.keys())
+
+
 def ensure_installation(app: Any, overrides: dict[str, Any] | None = None) -> Installation:
     inst = _installations.get(app)
     if inst is None:

@@ -33,14 +33,22 @@ PurgeStatus = Literal["purged", "unknown"]
 
 @dataclass(frozen=True)
 class LetterFilter:
-    """Which dead letters: by task name and by dead-lettered time (ms, both bounds inclusive)."""
+    """Which dead letters: by task name, by reason and by dead-lettered time (ms, both bounds
+    inclusive). Only the time has an index; the name and the reason are read from the records."""
 
     task_name: str | None = None
     newest_ms: int | None = None
     oldest_ms: int | None = None
+    reason: str | None = None
+
+    @property
+    def reads_records(self) -> bool:
+        """Whether matching needs the records (a bounded scan), not only the time index."""
+        return self.task_name is not None or self.reason is not None
 
     def matches(self, letter: DeadLetter) -> bool:
-        return self.task_name is None or letter.task_name == self.task_name
+        return ((self.task_name is None or letter.task_name == self.task_name)
+                and (self.reason is None or letter.reason == self.reason))
 
 
 @dataclass(frozen=True)
@@ -54,12 +62,15 @@ def list_letters(
     dead_letters: DeadLetters, flt: LetterFilter, *, limit: int = 50, cursor: str | None = None,
     scan_limit: int = 10_000, bounds: Any = None,
 ) -> LetterPage:
-    """Newest first; a task-name filter reads at most ``scan_limit`` letters per call.
+    """Newest first; a task-name or reason filter reads at most ``scan_limit`` letters per call.
 
     The cursor is bound to the filters; ``bounds`` replaces the time bounds in that binding (a
     CLI passes the times as typed, so ``--before now`` still resumes a minute later).
     """
-    query = {"task": flt.task_name, "times": [flt.newest_ms, flt.oldest_ms] if bounds is None else bounds}
+    query: dict[str, Any] = {"task": flt.task_name,
+                             "times": [flt.newest_ms, flt.oldest_ms] if bounds is None else bounds}
+    if flt.reason is not None:  # only when given: cursors made without it stay valid
+        query["reason"] = flt.reason
     after = None
     if cursor:
         state = decode_cursor("dlq", query, cursor)
@@ -76,7 +87,7 @@ def _scan(dead_letters: DeadLetters, flt: LetterFilter, limit: int, after: tuple
     found: list[DeadLetter] = []
     scanned = 0
     cursor = after
-    page_size = limit if flt.task_name is None else min(PAGE, max(limit, scan_limit))
+    page_size = min(PAGE, max(limit, scan_limit)) if flt.reads_records else limit
     while True:
         page = dead_letters.page(after=cursor, newest_ms=flt.newest_ms, oldest_ms=flt.oldest_ms,
                                  limit=page_size)
@@ -85,7 +96,7 @@ def _scan(dead_letters: DeadLetters, flt: LetterFilter, limit: int, after: tuple
             cursor = (letter.dead_lettered_ms, letter.task_id)
             if flt.matches(letter):
                 found.append(letter)
-            if len(found) >= limit or (flt.task_name is not None and scanned >= scan_limit):
+            if len(found) >= limit or (flt.reads_records and scanned >= scan_limit):
                 more = page.cursor is not None or letter is not page.letters[-1]
                 return found, cursor if more else None, scanned
         if page.cursor is None:
@@ -94,8 +105,8 @@ def _scan(dead_letters: DeadLetters, flt: LetterFilter, limit: int, after: tuple
 
 
 def count_matching(dead_letters: DeadLetters, flt: LetterFilter) -> int | None:
-    """How many letters match, when that is O(log n) to know (no task-name filter), else None."""
-    if flt.task_name is not None:
+    """How many letters match, when that is O(log n) to know (no name or reason filter), else None."""
+    if flt.reads_records:
         return None
     return dead_letters.count_between(flt.oldest_ms, flt.newest_ms)
 

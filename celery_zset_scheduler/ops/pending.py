@@ -21,7 +21,7 @@ from typing import Any, Literal
 from ..errors import PoisonMessage
 from ..model.codec import decode
 from ..model.cursors import InvalidCursor, decode_cursor, encode_cursor
-from ..store.pending import CHUNK, CancelStatus, PageEntry, Store
+from ..store.pending import CHUNK, CancelStatus, PageEntry, Store, reschedule_call
 from ..store.snapshot import count_due, redis_now_ms
 from .paging import Progress, chunks, sweep
 from .views import Decompress, entry_view
@@ -163,22 +163,28 @@ def sweep_pending(
 
     ``act`` returns the ids it removed from ``due`` (cancelled, or gone since the page was read).
     """
+    def select(item: Listed) -> bool:
+        return task_name is None or item.task_name == task_name
+
     for shard in sorted(set(range(store.shards) if shards is None else shards)):
+        yield from _sweep_shard(store, shard, act, min_due, max_due, task_name, select)
 
-        def fetch(after: tuple[int, str] | None, shard: int = shard) -> tuple[list[Listed], bool]:
-            page = store.page(shard, after=after, min_due=min_due, max_due=max_due,
-                              limit=SCAN_PAGE, with_payloads=task_name is not None)
-            entries = [Listed(shard, e.task_id, e.due_ms, e.payload) for e in page.entries]
-            return entries, page.cursor is not None
 
-        def act_ids(items: list[Listed]) -> list[tuple[int, str]]:
-            removed = set(act(items))
-            return [(i.due_ms, i.task_id) for i in items if i.task_id in removed]
+def _sweep_shard(
+    store: Store, shard: int, act: Callable[[list[Listed]], Iterable[str]], min_due: int | None,
+    max_due: int | None, task_name: str | None, select: Callable[[Listed], bool],
+) -> Iterator[tuple[int, int]]:
+    def fetch(after: tuple[int, str] | None) -> tuple[list[Listed], bool]:
+        page = store.page(shard, after=after, min_due=min_due, max_due=max_due,
+                          limit=SCAN_PAGE, with_payloads=task_name is not None)
+        entries = [Listed(shard, e.task_id, e.due_ms, e.payload) for e in page.entries]
+        return entries, page.cursor is not None
 
-        yield from sweep(
-            fetch, lambda i: (i.due_ms, i.task_id),
-            lambda i: task_name is None or i.task_name == task_name, act_ids,
-        )
+    def act_ids(items: list[Listed]) -> list[tuple[int, str]]:
+        removed = set(act(items))
+        return [(i.due_ms, i.task_id) for i in items if i.task_id in removed]
+
+    yield from sweep(fetch, lambda i: (i.due_ms, i.task_id), select, act_ids)
 
 
 # -- acting on pending tasks --------------------------------------------------------------------
@@ -256,3 +262,39 @@ def run_now(store: Store, task_ids: Sequence[str],
     """Make pending tasks due now by Redis time (I5); returns that time and the outcome."""
     when = redis_now_ms(store)
     return when, reschedule(store, task_ids, when, progress)
+
+
+def reschedule_selected(store: Store, selection: Selection, due_ms: int,
+                        progress: Progress | None = None) -> dict[str, int]:
+    """Move every pending task the selection matches to ``due_ms``; counts of each outcome.
+
+    Entries already due at ``due_ms`` are left alone, which is also how the walk recognises the
+    ones it has just moved there when ``due_ms`` lies ahead of it in the selection.
+    """
+    counts: dict[str, int] = {}
+
+    def act(items: list[Listed]) -> list[str]:
+        calls = [reschedule_call(store.keys, i.shard, i.task_id, due_ms) for i in items]
+        moved = [i.task_id for i, done in zip(items, store.scripts.run_many(calls), strict=True) if done]
+        if moved:
+            counts["rescheduled"] = counts.get("rescheduled", 0) + len(moved)
+        if len(moved) < len(items):  # claimed or cancelled since the page was read
+            counts["not_pending"] = counts.get("not_pending", 0) + len(items) - len(moved)
+        return [i.task_id for i in items]  # moved, or gone: no longer at the key the walk read
+
+    def chosen(name: str | None) -> Callable[[Listed], bool]:
+        return lambda i: i.due_ms != due_ms and (name is None or i.task_name == name)
+
+    for shard in selection.shard_list(store):
+        for read, _ in _sweep_shard(store, shard, act, selection.min_due, selection.max_due,
+                                    selection.task_name, chosen(selection.task_name)):
+            if progress is not None:
+                progress(read)
+    return counts
+
+
+def run_now_selected(store: Store, selection: Selection,
+                     progress: Progress | None = None) -> tuple[int, dict[str, int]]:
+    """Make every pending task the selection matches due now by Redis time (I5)."""
+    when = redis_now_ms(store)
+    return when, reschedule_selected(store, selection, when, progress)

@@ -62,6 +62,22 @@ def message_view(message: StoredMessage, decompress: Decompress | None = None) -
     }
 
 
+def summary_view(task_id: str, payload: bytes | None) -> dict[str, Any]:
+    """What one row of a listing shows of a stored task: read from its headers, the body is not
+    decoded (``argsrepr``/``kwargsrepr`` are Celery's own short forms of the arguments)."""
+    try:
+        if payload is None:
+            raise PoisonMessage("the entry has no stored message")
+        message = decode(task_id, payload)
+    except PoisonMessage as exc:
+        return {"task": None, "args": None, "kwargs": None, "retries": None, "queue": None, "error": str(exc)}
+    headers = message.headers
+    return {
+        "task": message.task_name, "args": headers.get("argsrepr"), "kwargs": headers.get("kwargsrepr"),
+        "retries": headers.get("retries") or 0, "queue": message.queue, "error": None,
+    }
+
+
 def entry_view(entry: StoredEntry, decompress: Decompress | None = None) -> dict[str, Any]:
     """A pending (or in-flight) task as ``celery zset show --json`` prints it."""
     view: dict[str, Any] = {

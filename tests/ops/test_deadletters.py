@@ -59,3 +59,18 @@ def test_purge_a_selection_by_task_name(letters: DeadLetters) -> None:
     assert ops.purge(letters, [keep[0], "nope"]) == {keep[0]: "purged", "nope": "unknown"}
     view = ops.show(letters, keep[1])
     assert view is not None and view["reason"] == "failed" and view["message"]["args"] == [1, 2]
+
+
+def test_a_reason_filter_selects_by_reason_and_is_bound_to_its_cursor(store: Store, letters: DeadLetters) -> None:
+    failed = add(letters, 3)
+    rejected = "t.add-rejected"
+    letters.add(DeadLetter.for_message(decode(rejected, message(rejected)), "rejected"))
+    by_reason = ops.LetterFilter(reason="rejected")
+    assert [x.task_id for x in ops.list_letters(letters, by_reason).letters] == [rejected]
+    assert ops.count_matching(letters, by_reason) is None
+    first = ops.list_letters(letters, ops.LetterFilter(reason="failed"), limit=1)
+    assert first.cursor is not None and first.letters[0].task_id in failed
+    with pytest.raises(InvalidCursor):
+        ops.list_letters(letters, ops.LetterFilter(), limit=1, cursor=first.cursor)
+    assert ops.requeue_matching(store, letters, by_reason) == {"requeued": 1}
+    assert store.get(rejected) is not None and letters.count() == 3

@@ -87,3 +87,37 @@ def test_run_now_moves_tasks_to_redis_time(store: Store) -> None:
     assert before <= when <= redis_now_ms(store)
     assert outcome == {**dict.fromkeys(ids, "rescheduled"), "gone": "not_pending"}
     assert all(getattr(store.get(i), "score_ms", None) == when for i in ids)
+
+
+def test_reschedule_a_selection_moves_exactly_the_selection_once(store: Store) -> None:
+    moved = fill(store, 600, "t.add")  # more than one page per shard
+    keep = fill(store, 50, "t.keep", start=600)
+    target = NOW + 10_000  # inside the selection's range, ahead of the walk: moved entries are met again
+    done: list[int] = []
+    counts = ops.reschedule_selected(store, ops.Selection(task_name="t.add"), target, done.append)
+    assert counts == {"rescheduled": 600}
+    assert all(getattr(store.get(i), "score_ms", None) == target for i in moved)
+    assert all(getattr(store.get(i), "score_ms", None) != target for i in keep)
+    assert sum(done) >= 650
+
+
+def test_run_now_on_a_selection_uses_redis_time_and_the_due_range(store: Store) -> None:
+    early = fill(store, 5, due=0)
+    late = fill(store, 5, start=5, due=50_000)
+    before = redis_now_ms(store)
+    when, counts = ops.run_now_selected(store, ops.Selection(max_due=NOW + 1_000))
+    assert before <= when <= redis_now_ms(store) and counts == {"rescheduled": 5}
+    assert all(getattr(store.get(i), "score_ms", None) == when for i in early)
+    assert all(getattr(store.get(i), "score_ms", None) != when for i in late)
+
+
+def test_a_row_summary_reads_the_headers_and_names_a_broken_entry(store: Store) -> None:
+    from celery_zset_scheduler.ops.views import summary_view
+
+    (task_id,) = fill(store, 1)
+    entry = store.get(task_id)
+    assert entry is not None
+    row = summary_view(task_id, entry.payload)
+    assert (row["task"], row["args"], row["kwargs"], row["retries"], row["error"]) == ("t.add", "[1, 2]", "{}", 0, None)
+    broken = summary_view("x", b"not a stored message")
+    assert broken["task"] is None and broken["error"]

@@ -1,0 +1,1 @@
+"""Integrations with frameworks above Celery (Django)."""

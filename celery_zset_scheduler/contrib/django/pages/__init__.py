@@ -1,0 +1,1 @@
+"""One module per admin page: the overview, scheduled tasks and dead letters."""

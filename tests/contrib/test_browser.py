@@ -1,0 +1,90 @@
+"""The admin in a real browser: Playwright driving Debian's chromium against pytest-django's live
+server (loopback only). Log in, open the scheduled tasks, filter by task name, cancel one, requeue
+a dead letter, open the overview; screenshots go to $ZSET_TEST_ARTIFACTS (default build/test-artifacts)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from celery_zset_scheduler.celery.state import ensure_installation
+
+from .conftest import ADMIN, BigStore, dead, fill
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("ZSET_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
+
+playwright = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason=f"no {CHROMIUM}: install Debian's chromium (apt-get install chromium)")
+
+
+@pytest.fixture
+def admin_user(transactional_db: Any) -> Any:
+    from django.contrib.auth.models import User
+
+    return User.objects.create_superuser("admin", "admin@example.com", "a-long-test-password")
+
+
+def test_an_operator_filters_cancels_requeues_and_reads_the_overview(
+    big: BigStore, admin_user: Any, live_server: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The sync API runs an event loop in this thread; the ORM calls of the live server are in its own.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    charges = fill(big.app, 5, task="shop.charge", countdown=60)  # due before every reminder
+    letter = dead(big.app, "browser-dead-letter")
+    store, letters = big.store, ensure_installation(big.app).dead_letters
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{live_server.url}{ADMIN}/scheduledtask/")
+            assert "/admin/login/" in page.url  # not logged in yet
+            page.fill("#id_username", "admin")
+            page.fill("#id_password", "a-long-test-password")
+            page.click("input[type=submit]")
+            page.wait_for_selector("#result_list")
+            page.screenshot(path=str(ARTIFACTS / "scheduled-tasks.png"))
+
+            page.click("#changelist-filter a:text-is('shop.charge')")
+            page.wait_for_url("**task=shop.charge**")
+            listed = page.locator("input.action-select").evaluate_all("boxes => boxes.map(b => b.value)")
+            assert set(charges) <= set(listed)
+            assert page.locator("#result_list tbody td:nth-child(3)").all_inner_texts() == ["shop.charge"] * len(listed)
+            page.screenshot(path=str(ARTIFACTS / "scheduled-tasks-by-name.png"))
+
+            victim = charges[2]
+            page.check(f"input.action-select[value='{victim}']")
+            page.select_option("select[name=action]", "cancel")
+            page.click("button[name=index]")
+            page.wait_for_selector("text=Are you sure you want to cancel the selected scheduled task?")
+            page.screenshot(path=str(ARTIFACTS / "cancel-confirmation.png"))
+            page.click("input[type=submit][value^='Yes']")
+            page.wait_for_selector("ul.messagelist li.success")
+            assert "Cancelled 1 scheduled task." in page.inner_text("ul.messagelist")
+            assert page.locator("#result_list tbody tr").count() == len(listed) - 1
+
+            page.goto(f"{live_server.url}{ADMIN}/deadletter/")
+            page.click(f"a:text-is('{letter.task_id}')")
+            page.wait_for_selector("pre.zset-traceback")
+            page.screenshot(path=str(ARTIFACTS / "dead-letter.png"), full_page=True)
+            page.click("button:text-is('Requeue now')")
+            page.click("input[type=submit][value^='Yes']")
+            page.wait_for_selector("ul.messagelist li.success")
+            assert "Requeued 1 dead letter, due now." in page.inner_text("ul.messagelist")
+
+            page.goto(f"{live_server.url}{ADMIN}/overview/")
+            page.wait_for_selector("#zset-shards")
+            assert page.locator("#zset-shards tbody tr").count() == 5  # 4 shards and the total
+            page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
+        finally:
+            browser.close()
+    assert store.get(victim) is None and all(store.get(i) for i in charges if i != victim)
+    assert store.get(letter.task_id) is not None and letters.get(letter.task_id) is None

@@ -1,0 +1,81 @@
+"""A page costs a bounded number of Redis commands, whatever the store holds: counted with
+``INFO commandstats`` (commands run inside Lua scripts included) on a private server, for every
+page, with 1,000 and with 100,000 scheduled tasks and dead letters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.test import Client
+
+from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.model.letters import DeadLetter
+from celery_zset_scheduler.store.deadletters import add_call
+from celery_zset_scheduler.testing import RedisServer
+
+from .conftest import ADMIN, SHARDS, Users, dead, fill, make_app
+
+SMALL, LARGE = 1_000, 100_000
+
+
+def commands(server: RedisServer) -> int:
+    """Commands the server has run so far, not counting the INFO calls that ask."""
+    stats = server.client().info("commandstats")
+    return sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
+
+
+def add_letters(app: Any, n: int, start: int) -> None:
+    letters = ensure_installation(app).dead_letters
+    template = dead(app, "template")
+    calls = [add_call(letters.keys, DeadLetter(**{**template.__dict__, "task_id": f"dl-{i}"}),
+                      letters.max_len, letters.max_age_ms) for i in range(start, start + n)]
+    for s in range(0, len(calls), 1000):
+        letters.scripts.run_many(calls[s:s + 1000])
+
+
+def cost(server: RedisServer, client: Client, url: str) -> int:
+    before = commands(server)
+    response = client.get(url)
+    assert response.status_code in (200, 302), url
+    return commands(server) - before
+
+
+def test_every_page_costs_the_same_bounded_number_of_commands_at_1k_and_100k(users: Users, settings: Any) -> None:
+    with RedisServer() as server:
+        app = make_app(server, "zcost", prefix="zc")
+        settings.CELERY_ZSET_ADMIN_APP = app
+        first = fill(app, SMALL)
+        add_letters(app, SMALL, 0)
+        pages = {
+            "overview": f"{ADMIN}/overview/",
+            "scheduled": f"{ADMIN}/scheduledtask/",
+            "scheduled, from a time": f"{ADMIN}/scheduledtask/?from=%2B1d",
+            "scheduled, one shard": f"{ADMIN}/scheduledtask/?shard=2",
+            "scheduled, by task name": f"{ADMIN}/scheduledtask/?task=shop.nothing",
+            "scheduled, look up": f"{ADMIN}/scheduledtask/?q={first[0]}",
+            "scheduled task": f"{ADMIN}/scheduledtask/{first[0]}/change/",
+            "dead letters": f"{ADMIN}/deadletter/",
+            "dead letters, by reason": f"{ADMIN}/deadletter/?reason=poison",
+            "dead letter": f"{ADMIN}/deadletter/dl-5/change/",
+        }
+        client = Client()
+        client.force_login(users.changer)
+        for url in pages.values():  # loads the scripts once; then every page is measured as it is
+            client.get(url)
+        small = {name: cost(server, client, url) for name, url in pages.items()}
+        fill(app, LARGE - SMALL, start=SMALL)
+        add_letters(app, LARGE - SMALL, SMALL)
+        store = ensure_installation(app).store
+        assert sum(store.client.zcard(store.keys.shard(s).due) for s in range(SHARDS)) >= LARGE
+        assert ensure_installation(app).dead_letters.count() >= LARGE
+        large = {name: cost(server, client, url) for name, url in pages.items()}
+    print("\nRedis commands per page (1k / 100k):", {k: (small[k], large[k]) for k in pages})
+    # A filter by task name or reason reads up to 2,000 entries (the scan limit) per page: with 1k
+    # it reads them all in one page script per shard, with 100k its bound is a few more.
+    scans = {"scheduled, by task name", "dead letters, by reason"}
+    assert {k: v for k, v in large.items() if k not in scans} == {k: v for k, v in small.items() if k not in scans}
+    bound = {name: 16 + 6 * SHARDS for name in pages}
+    for name in scans:
+        bound[name] = 16 + SHARDS * (2_000 // 500 + 2) * 3
+    for name in pages:
+        assert small[name] <= bound[name] and large[name] <= bound[name], (name, small[name], large[name])
