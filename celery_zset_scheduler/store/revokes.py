@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..model.keys import KeySpace
+from ..model.keys import KeySpace, storable
 from .pending import CHUNK, Store
 from .scripts import Call, ScriptDef
 
@@ -72,7 +72,8 @@ class Revokes:
         """Cancel pending ids, record the others: the id's own shard first, then (for ids it does
         not hold) every other shard, where entries scheduled under an idempotency key live; an id
         found nowhere is recorded in its own shard. At most three round trips."""
-        ids = list(dict.fromkeys(str(t) for t in task_ids))
+        # An id with no UTF-8 form can be neither stored nor recorded: only the broadcast reaches it.
+        ids = [i for i in dict.fromkeys(str(t) for t in task_ids) if storable(i)]
         found: dict[str, tuple[str, bool]] = {}
         single = self.store.shards == 1
         own: dict[int, list[str]] = defaultdict(list)
