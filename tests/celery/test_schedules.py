@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import pickle
 import sys
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -336,6 +337,8 @@ def test_schedule_of_round_trips(spec: dict[str, object], berlin_app: Celery) ->
 def test_schedule_of_gives_celery_working_objects(berlin_app: Celery) -> None:
     zoned = schedule_of(cron("0", "4", tz=NEW_YORK), berlin_app)
     assert isinstance(zoned, ZonedCrontab) and zoned.tz == ZoneInfo(NEW_YORK)
+    assert pickle.loads(pickle.dumps(zoned)) == zoned  # beat's shelve and Celery's own copies pickle it
+    assert pickle.loads(pickle.dumps(zoned)).tz == ZoneInfo(NEW_YORK)
     assert zoned.remaining_delta(datetime(2025, 1, 1, 12, tzinfo=UTC))[0].tzinfo == ZoneInfo(NEW_YORK)
     plain = schedule_of(cron("0", "4"), berlin_app)
     assert type(plain) is crontab and plain.tz == ZoneInfo(BERLIN)
@@ -442,3 +445,18 @@ def test_catch_up_one_off_and_bounds() -> None:
     assert fired.fire == [T0] and fired.state.next_run_ms is None
     not_yet = catch_up(entry(), state, T0 - 1, "UTC")
     assert not_yet.fire == [] and not_yet.state == state
+
+
+def test_half_hour_shift_lord_howe() -> None:
+    # Australia/Lord_Howe moves by 30 minutes at 02:00: part of the hour exists, part does not (or twice).
+    lh = "Australia/Lord_Howe"
+    spring = (at(2025, 10, 4, 12, 0, lh), at(2025, 10, 5, 6, 0, lh))
+    assert occurrences(cron("0,15,45", "2"), *spring, lh) == [at(2025, 10, 4, 15, 30), at(2025, 10, 4, 15, 45)]
+    assert walls(occurrences(cron("0,15,45", "2"), *spring, lh), lh) == ["10-05 02:30+1100", "10-05 02:45+1100"]
+    fall = (at(2025, 4, 5, 12, 0, lh), at(2025, 4, 6, 6, 0, lh))
+    assert walls(occurrences(cron("0,15,45", "2"), *fall, lh), lh) == \
+        ["04-06 02:00+1030", "04-06 02:15+1030", "04-06 02:45+1030"]
+    assert walls(occurrences(cron("*/15", "1"), *fall, lh), lh) == \
+        ["04-06 01:00+1100", "04-06 01:15+1100", "04-06 01:30+1100", "04-06 01:45+1100",
+         "04-06 01:30+1030", "04-06 01:45+1030"]
+    assert walls(occurrences(cron("40", "1"), *fall, lh), lh) == ["04-06 01:40+1100"]
