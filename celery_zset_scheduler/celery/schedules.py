@@ -50,6 +50,7 @@ Clocked ``{"type": "clocked", "at": iso}``
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone, tzinfo
@@ -245,7 +246,7 @@ def _zone(name: str, what: str) -> ZoneInfo:
 
 def _solar(spec: Spec, **kwargs: Any) -> Any:
     try:
-        import ephem  # type: ignore[import-untyped]  # noqa: F401  - Celery's solar needs it
+        importlib.import_module("ephem")  # Celery's solar needs it; by name, as it ships no types
     except ImportError:
         raise ConfigurationError("solar schedules need PyEphem: pip install ephem") from None
     try:
