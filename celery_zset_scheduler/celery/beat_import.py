@@ -144,9 +144,7 @@ def _redbeat_entry(key: str, name_hint: str, definition_raw: str | None,
     options = definition.get("options") or {}
     if not isinstance(options, dict):
         raise _Unmappable(f"options {options!r} is not an object")
-    extra = sorted(set(options) - {*_OPTION_FIELDS, "expires"})
-    if extra:
-        raise _Unmappable(f"option(s) {', '.join(extra)} have no periodic-entry field")
+    extra = {k: v for k, v in options.items() if k not in (*_OPTION_FIELDS, "expires")}
     expires = options.get("expires")
     args = definition.get("args")
     kwargs = definition.get("kwargs")
@@ -161,6 +159,7 @@ def _redbeat_entry(key: str, name_hint: str, definition_raw: str | None,
         routing_key=options.get("routing_key"),
         priority=options.get("priority"),
         headers=options.get("headers") or {},
+        options=extra,
         expires=_iso(expires) if isinstance(expires, datetime) else None,
         expire_seconds=float(expires) if isinstance(expires, (int, float)) and not isinstance(expires, bool) else None,
         enabled=bool(definition.get("enabled", True)),

@@ -75,7 +75,7 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
     try:
         if keyed and key_for is not None:
             return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due)
-        build = _fast_builder(template) or _generic_builder(template)
+        build = _fast_builder(template) or generic_builder(template)
         ids: list[str] = []
 
         def entries() -> Iterator[tuple[str, int, bytes]]:
@@ -99,7 +99,7 @@ def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[...
                     calls: Iterable[Call], due: Callable[[float | datetime], int]) -> list[str]:
     """Calls with idempotency keys: each message carries its own key, and the store keeps one
     pending entry per key (pipelined chunks, the slower path)."""
-    build = _generic_builder(template)
+    build = generic_builder(template)
     ids: list[str] = []
     chunk: list[NewEntry] = []
     new_ids = _uuid4s()
@@ -149,7 +149,9 @@ def _fast_builder(template: StoredMessage) -> Builder | None:
     return build
 
 
-def _generic_builder(template: StoredMessage) -> Callable[..., bytes]:
+def generic_builder(template: StoredMessage) -> Callable[..., bytes]:
+    """``build(task_id, args, kwargs, extra_headers=None) -> bytes``: the template with these values,
+    serialized and compressed as the template was (any serializer; periodic templates use it too)."""
     compression = template.headers.get("compression")
     body = decompress(template.body, compression) if compression else template.body
     embed = loads(body, template.content_type, template.content_encoding, accept=[template.content_type])[2]

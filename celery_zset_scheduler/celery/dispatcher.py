@@ -1,4 +1,9 @@
-"""Building the dispatcher of a Celery app (``beat -S zset`` and ``celery zset run`` run it)."""
+"""Building the dispatcher of a Celery app (``beat -S zset`` and ``celery zset run`` run it).
+
+Every dispatcher also runs the periodic entries of the shards it leads (the periodic step with
+Celery's planner) and, before its first look, syncs ``beat_schedule`` into the store. A bad
+``beat_schedule`` entry is refused here, at start, with the entry and field named.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,12 @@ from ..dispatch.config import DispatcherConfig
 from ..dispatch.generic import generic
 from ..dispatch.loop import Dispatcher
 from ..dispatch.observer import Observer, Observers
+from ..dispatch.periodic import periodic_step
 from ..errors import ConfigurationError
 from ..model.logs import log_event
+from .periodic_config import preparer
+from .periodic_entries import config_entries
+from .periodic_planner import CeleryPlanner
 from .publishers.kombu import KombuPublisher
 from .state import ensure_installation
 
@@ -42,9 +51,10 @@ def build_dispatcher(
 
         metrics = DispatcherMetrics()
         observer = metrics if observer is None else Observers(observer, metrics)
+    planner = CeleryPlanner(app, s, preparer(app, config_entries(app)))
     dispatcher = Dispatcher(
         inst.store, config=config, member_id=member_id, pinned=pinned, dead_letters=inst.dead_letters,
-        observer=observer, handoff=generic(KombuPublisher(app)),
+        observer=observer, handoff=generic(KombuPublisher(app)), periodic=periodic_step(planner),
     )
     if metrics is not None and port is not None:
         bound = metrics.serve(s.metrics_addr, port)

@@ -14,7 +14,7 @@ from celery.app.control import Control
 from celery.utils.imports import symbol_by_name
 from kombu.utils.objects import cached_property
 
-from . import unknown
+from . import periodic_worker, unknown
 from .sender import wrap_sender
 from .state import Installation, ensure_installation, installation_for
 
@@ -37,6 +37,7 @@ def install(app: Celery, **overrides: Any) -> Installation:
     """
     inst = ensure_installation(app, overrides)
     unknown.connect()
+    periodic_worker.connect()
     if "amqp" in app.__dict__:  # already built: wrap its sender in place
         amqp = app.amqp
         if not getattr(amqp.send_task_message, "__wrapped__", None):

@@ -51,6 +51,7 @@ Clocked ``{"type": "clocked", "at": iso}``
 from __future__ import annotations
 
 import importlib
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone, tzinfo
@@ -80,8 +81,10 @@ from ..model.periodic import (
 __all__ = [
     "CatchUp",
     "ZonedCrontab",
+    "bounded_next",
     "catch_up",
     "clocked",
+    "due_times",
     "first_run_ms",
     "following_run_ms",
     "latest_occurrences",
@@ -91,6 +94,7 @@ __all__ = [
     "spec_of",
     "validate_entry",
     "validate_spec",
+    "zone_name",
 ]
 
 Spec = dict[str, Any]
@@ -102,6 +106,9 @@ _HOUR_MS = 3_600_000
 #: with no day in that span has none at all.
 _CRON_SEARCH_DAYS = 146_097 + 2
 _CRON_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
+#: More than any zone's clock change (2 h, historical double summer time): a wall hour this far
+#: before an instant's own cannot come after it.
+_SHIFT_H = 3
 
 SUPPORTED = ("a number of seconds, datetime.timedelta, celery.schedules.schedule, celery.schedules.crontab "
              "(django-celery-beat's TzAwareCrontab included), celery.schedules.solar, django-celery-beat's clocked")
@@ -281,17 +288,26 @@ def validate_spec(spec: Any, name: str | None = None) -> Spec:
     """
     normal = normalize_schedule(spec, name)
     if normal["type"] == "crontab":
-        for key in _CRON_FIELDS:
-            try:
-                crontab(**{key: normal[key]})
-            except (ValueError, TypeError) as exc:
-                raise PeriodicEntryError(f"Celery cannot parse {normal[key]!r}: {exc}", f"schedule.{key}",
-                                         name) from None
-        try:
-            _cron_of(normal, "UTC")  # the combination (e.g. 30 February)
-        except PeriodicEntryError as exc:
-            raise PeriodicEntryError(exc.reason, exc.field, name) from None
+        problem = _cron_problem(*(normal[key] for key in _CRON_FIELDS))
+        if problem is not None:
+            raise PeriodicEntryError(problem[0], problem[1], name)
     return normal
+
+
+@lru_cache(maxsize=4096)
+def _cron_problem(*fields: str) -> tuple[str, str | None] | None:
+    """What Celery finds wrong with these crontab fields (reason, field), or None; cached, as
+    Celery's parse costs about a millisecond and entries share their crontabs."""
+    for key, value in zip(_CRON_FIELDS, fields, strict=True):
+        try:
+            crontab(**{key: value})
+        except (ValueError, TypeError) as exc:
+            return f"Celery cannot parse {value!r}: {exc}", f"schedule.{key}"
+    try:
+        _parse_cron(*fields, "UTC")  # the combination (e.g. 30 February)
+    except PeriodicEntryError as exc:
+        return exc.reason, exc.field
+    return None
 
 
 def validate_entry(entry: PeriodicEntry) -> None:
@@ -397,6 +413,35 @@ def _day_instants(cron: _Cron, day: date) -> list[int]:
     return sorted(set(out))
 
 
+def _first_after(cron: _Cron, day: date, after_ms: int, after: datetime) -> int | None:
+    """``min(t for t in _day_instants(cron, day) if t > after_ms)`` without building the day: the
+    hours in order, each by arithmetic (or, in a transition hour, minute by minute), until an hour
+    cannot start before the best found (the earliest reading of an hour's top never decreases).
+    ``after`` is ``after_ms`` on the crontab's wall clock: hours more than :data:`_SHIFT_H` before
+    it cannot hold a later instant (no zone shifts its clock by more) and are not looked at."""
+    best: int | None = None
+    local = after.date()
+    floor = 0 if day > local else (after.hour - _SHIFT_H if day == local else 24 - _SHIFT_H)
+    for hour in cron.hours[bisect_left(cron.hours, floor):]:
+        top = datetime(day.year, day.month, day.day, hour, 0, tzinfo=cron.tz)
+        second = top.replace(fold=1)
+        if best is not None and best <= min(_dt_ms(top), _dt_ms(second)):
+            break
+        end = top.replace(minute=59)
+        offsets = {top.utcoffset(), second.utcoffset(), end.utcoffset(), end.replace(fold=1).utcoffset()}
+        if len(offsets) == 1:  # no transition in this hour: plain arithmetic
+            base = _dt_ms(top)
+            at = bisect_right(cron.minutes, (after_ms - base) // _MINUTE_MS)
+            found = base + cron.minutes[at] * _MINUTE_MS if at < len(cron.minutes) else None
+        else:
+            later = [t for minute in cron.minutes for t in _wall_instants(cron, top.replace(minute=minute))
+                     if t > after_ms]
+            found = min(later) if later else None
+        if found is not None and (best is None or found < best):
+            best = found
+    return best
+
+
 def _cron_days(cron: _Cron, start: date, last: date | None = None) -> Iterator[date]:
     """The days from ``start`` (to ``last``) that the crontab's day fields match, skipping months."""
     day = start
@@ -414,15 +459,16 @@ def _cron_days(cron: _Cron, start: date, last: date | None = None) -> Iterator[d
 
 def _cron_next(cron: _Cron, after_ms: int) -> int | None:
     # From the day before: a repeated hour can put a wall time of one day after midnight of the next.
-    start = _ms_dt(after_ms, cron.tz).date() - timedelta(days=1)
+    after = _ms_dt(after_ms, cron.tz)
+    start = after.date() - timedelta(days=1)
     found: tuple[int, date] | None = None
     for day in _cron_days(cron, start):
-        later = [t for t in _day_instants(cron, day) if t > after_ms]
+        first = _first_after(cron, day, after_ms, after)
         if found is not None:
             adjacent = day == found[1] + timedelta(days=1)
-            return min(found[0], later[0]) if later and adjacent else found[0]
-        if later:
-            found = (later[0], day)
+            return min(found[0], first) if first is not None and adjacent else found[0]
+        if first is not None:
+            found = (first, day)
     return found[0] if found is not None else None
 
 
@@ -640,3 +686,46 @@ def catch_up(entry: PeriodicEntry, state: PeriodicState, now_ms: int, app_timezo
         new_state = after_fire(new_state, entry.name, fire, None)
     next_run = None if (entry.one_off and fires) or following < 0 else _bounded(entry, following)
     return CatchUp(fires, replace(new_state, next_run_ms=next_run))
+
+
+def bounded_next(entry: PeriodicEntry, after_ms: int, app_timezone: str) -> int | None:
+    """The entry's first fire time after ``after_ms`` within its bounds (one-offs included)."""
+    return _bounded(entry, next_fire_ms(entry.schedule, after_ms, app_timezone))
+
+
+def due_times(entry: PeriodicEntry, state: PeriodicState, now_ms: int,
+              app_timezone: str) -> tuple[list[int], int | None]:
+    """The fire times due from ``state.next_run_ms`` up to ``now_ms`` (ascending, the newest
+    :data:`MAX_CATCHUP`, within the entry's bounds) and the first fire time after ``now_ms``.
+
+    What a leader hands to :func:`~celery_zset_scheduler.model.firing.decide`: the same arithmetic
+    as :func:`catch_up` (an interval keeps its phase, anchored on ``next_run_ms``), without the
+    policy. No ``next_run_ms``: nothing due, and the entry's first run after now.
+    """
+    first = state.next_run_ms
+    if first is None:
+        return [], first_run_ms(entry, now_ms, app_timezone)
+    if first > now_ms:
+        return [], first
+    spec = normalize_schedule(entry.schedule, entry.name)
+    low = first if entry.start_time is None else max(first, iso_to_ms(entry.start_time))
+    high = _upper_bound(entry, now_ms)
+    if spec["type"] == "interval" and not spec["relative"]:
+        every = _every_ms(spec)
+        k_low = max(0, -(-(low - first) // every))
+        k_high = (high - first) // every if high >= first else -1
+        due = [first + k * every for k in range(max(k_low, k_high - MAX_CATCHUP + 1), k_high + 1)]
+        following: int | None = first + ((now_ms - first) // every + 1) * every
+    else:
+        due = latest_occurrences(spec, low - 1, high, app_timezone, MAX_CATCHUP) if high >= low else []
+        if spec["type"] == "interval":  # relative: continue from the chain's last point, not from now
+            last = latest_occurrences(spec, first, now_ms, app_timezone, 1)
+            following = next_fire_ms(spec, (last or [first])[-1], app_timezone)
+        else:
+            following = next_fire_ms(spec, now_ms, app_timezone)
+    return due, _bounded(entry, following)
+
+
+def zone_name(tz: Any) -> str:
+    """The IANA name of a time zone (Celery's ``app.timezone``), for entries and the planner."""
+    return _zone_name(tz)

@@ -10,6 +10,13 @@ from __future__ import annotations
 IDEMPOTENCY_KEY = "zset_idempotency_key"
 #: Epoch ms of a task's first failure, carried across retries for its dead-letter record.
 FIRST_FAILURE = "zset_first_failure"
+#: The periodic entry an occurrence belongs to (every occurrence carries it).
+PERIODIC = "zset_periodic"
+#: The entry's overlap policy, only on occurrences whose end the entry waits for (skip, buffer_one):
+#: the worker reports their end so the next occurrence may run.
+PERIODIC_OVERLAP = "zset_overlap"
+#: Celery beat's own mark on the tasks it sends (kept, so code that looks for it still finds it).
+CELERY_BEAT_TASK = "celery_beat_task"
 #: Headers that record a failure history; a requeued dead letter starts afresh without them.
 FAILURE_HEADERS = (FIRST_FAILURE,)
 

@@ -30,6 +30,15 @@ class ShardKeys:
     pending_keys: str  # HASH idempotency key -> id of the pending entry scheduled under it
     id_keys: str  # HASH id -> idempotency key (only for entries scheduled under a key)
     leader: str  # prefix of the STRING `leader:<token>`: the leader's JSON record, for people (PX lease)
+    # Periodic entries of this shard (the entries whose name hashes here):
+    periodic_names: str  # ZSET name -> 0: every entry, for paging by name (ZRANGEBYLEX)
+    periodic_defs: str  # HASH name -> the entry's definition but its plan (JSON, model.periodic)
+    periodic_plan: str  # HASH name -> the fields that decide when it fires (the same bytes for entries sharing them)
+    periodic_state: str  # HASH name -> its state (JSON: next run, last run, run count...)
+    periodic_tpl: str  # HASH name -> the encoded task message every occurrence is stored with
+    periodic_next: str  # ZSET name -> when the leader must look at it next (ms): its next fire time
+    periodic_run: str  # HASH name -> "<occurrence id>|<stored ms>[|b]": the occurrence overlap waits for
+    periodic_wake: str  # STRING the leader's planned periodic look (ms); an earlier change publishes "p<shard>"
 
     def leader_info(self, token: str) -> str:
         """The record of the leader holding ``token``; keyed by token so a deposed leader
@@ -67,6 +76,16 @@ class KeySpace:
         """HASH id -> JSON dead-letter record."""
         return f"{{{self.prefix}:dlq}}:data"
 
+    @property
+    def periodic_config(self) -> str:
+        """HASH name -> fingerprint of the entries that came from ``beat_schedule`` (the last sync)."""
+        return f"{{{self.prefix}:periodic}}:config"
+
+    @property
+    def periodic_sync(self) -> str:
+        """STRING the token of the dispatcher syncing ``beat_schedule`` (PX lease): one sync at a time."""
+        return f"{{{self.prefix}:periodic}}:sync"
+
     def idempotency(self, key: str) -> str:
         """STRING state of one idempotency key; no hash tag, so keys spread over a cluster."""
         return f"{self.prefix}:idem:{key}"
@@ -88,6 +107,14 @@ class KeySpace:
             pending_keys=f"{tag}:pkeys",
             id_keys=f"{tag}:idkeys",
             leader=f"{tag}:leader",
+            periodic_names=f"{tag}:p:names",
+            periodic_defs=f"{tag}:p:defs",
+            periodic_plan=f"{tag}:p:plan",
+            periodic_state=f"{tag}:p:state",
+            periodic_tpl=f"{tag}:p:tpl",
+            periodic_next=f"{tag}:p:next",
+            periodic_run=f"{tag}:p:run",
+            periodic_wake=f"{tag}:p:wake",
         )
 
     def shard(self, shard: int) -> ShardKeys:

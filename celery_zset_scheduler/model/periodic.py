@@ -76,6 +76,8 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "OCCURRENCE_NAMESPACE",
     "OVERLAP_POLICIES",
+    "PLAN_FIELDS",
+    "REFUSED_OPTIONS",
     "SCHEDULE_TYPES",
     "SOLAR_EVENTS",
     "CatchupPolicy",
@@ -90,11 +92,13 @@ __all__ = [
     "entry_to_json",
     "iso_to_ms",
     "jitter_ms",
+    "join_entry",
     "ms_to_iso",
     "normalize_schedule",
     "occurrence_id",
     "plan_catchup",
     "plan_overlap",
+    "split_entry",
     "state_from_json",
     "state_to_json",
     "validate",
@@ -136,6 +140,13 @@ SOLAR_EVENTS = (
 
 _CRON_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
 
+#: ``apply_async`` options an entry cannot carry in ``options``: the timing is the schedule's,
+#: the id the occurrence's, callbacks are not JSON, and the others have fields of their own.
+REFUSED_OPTIONS = (
+    "countdown", "eta", "task_id", "link", "link_error", "producer", "connection", "router", "add_to_parent",
+    "queue", "exchange", "routing_key", "priority", "headers", "expires",
+)
+
 #: Smallest interval: one millisecond, the resolution of every instant here.
 _MIN_EVERY = 0.001
 
@@ -171,6 +182,9 @@ class PeriodicEntry:
     routing_key: str | None = None
     priority: int | None = None
     headers: dict[str, Any] = field(default_factory=dict)
+    #: Other ``apply_async`` options (``serializer``, ``soft_time_limit``...), JSON values, given to
+    #: Celery as they are when the entry's message is built; see :data:`REFUSED_OPTIONS`.
+    options: dict[str, Any] = field(default_factory=dict)
     expires: str | None = None
     expire_seconds: float | None = None
     one_off: bool = False
@@ -194,6 +208,11 @@ class PeriodicState:
     last_run_ms: int | None = None
     total_run_count: int = 0
     last_task_id: str | None = None
+    #: ``overlap="buffer_one"``: the fire time of the occurrence waiting for the running one to end.
+    buffered_ms: int | None = None
+    #: Bumped by every change of the definition, so a leader's plan made from an older definition
+    #: no longer matches the stored state and is refused (compare-and-set on the state's JSON).
+    revision: int = 0
 
 
 # -- time -------------------------------------------------------------------------------------------
@@ -306,10 +325,14 @@ def disabled_state(state: PeriodicState) -> PeriodicState:
     return replace(state, next_run_ms=None)
 
 
-def after_fire(state: PeriodicState, name: str, fire_ms: int, next_run_ms: int | None) -> PeriodicState:
-    """The state after the occurrence at ``fire_ms`` was published."""
-    return PeriodicState(next_run_ms=next_run_ms, last_run_ms=fire_ms, total_run_count=state.total_run_count + 1,
-                         last_task_id=occurrence_id(name, fire_ms))
+def after_fire(state: PeriodicState, name: str, fire_ms: int, next_run_ms: int | None,
+               task_id: str | None = None) -> PeriodicState:
+    """The state after the occurrence at ``fire_ms`` (id ``task_id``, computed when not given) was
+    stored (``last_run_ms`` never goes back)."""
+    last = fire_ms if state.last_run_ms is None else max(state.last_run_ms, fire_ms)
+    return PeriodicState(next_run_ms=next_run_ms, last_run_ms=last, total_run_count=state.total_run_count + 1,
+                         last_task_id=task_id or occurrence_id(name, fire_ms), buffered_ms=state.buffered_ms,
+                         revision=state.revision)
 
 
 # -- validation -------------------------------------------------------------------------------------
@@ -433,12 +456,17 @@ def validate(entry: PeriodicEntry) -> None:
     if not isinstance(entry.args, list):
         raise PeriodicEntryError(f"must be a list, not {type(entry.args).__name__}", "args", name)
     _check_json_value(entry.args, "args", name)
-    for key in ("kwargs", "headers"):
+    for key in ("kwargs", "headers", "options"):
         value = getattr(entry, key)
         if not isinstance(value, dict):
             raise PeriodicEntryError(f"must be a dict, not {type(value).__name__}", key, name)
         _check_str_keys(value, key, name)
         _check_json_value(value, key, name)
+    refused = sorted(set(entry.options) & set(REFUSED_OPTIONS))
+    if refused:
+        raise PeriodicEntryError(f"{refused[0]!r} cannot be an option of a periodic entry (its timing and id are "
+                                 "the schedule's; queue, exchange, routing_key, priority, headers and expires "
+                                 "are fields)", "options", name)
     for key in ("queue", "exchange", "routing_key"):
         value = getattr(entry, key)
         if value is not None and (not isinstance(value, str) or not value):
@@ -487,9 +515,13 @@ _REQUIRED = ("name", "task", "schedule")
 _FLOAT_FIELDS = ("expire_seconds", "catchup_window", "jitter")
 
 
+# One encoder, made once (json.dumps with options makes a new one per call: a third of the cost).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
 def _dumps(obj: Any) -> str:
     # Sorted keys and no spaces: the same entry is always the same bytes (cheap change detection).
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(obj)
 
 
 def _loads_object(data: str | bytes, what: str) -> dict[str, Any]:
@@ -508,14 +540,45 @@ def _check_version(obj: dict[str, Any], expected: int, what: str) -> None:
         raise PeriodicEntryError(f"unsupported {what} format version {version!r} (this code reads {expected})", "v")
 
 
-def entry_to_json(entry: PeriodicEntry) -> str:
-    """The compact, stable, versioned JSON of a valid entry (every field written, defaults included,
-    so a stored entry keeps its meaning if a default changes later)."""
+_ENTRY_DEFAULTS = {f.name: (f.default_factory() if callable(f.default_factory) else f.default)
+                   for f in fields(PeriodicEntry) if f.name not in _REQUIRED}
+
+
+def entry_to_json(entry: PeriodicEntry, *, defaults: bool = True) -> str:
+    """The compact, stable, versioned JSON of a valid entry. With ``defaults`` every field is
+    written; without, the fields equal to their default are left out (the store's form: a third
+    of the bytes; the defaults are those of format version ``v``, so changing one means a new
+    version that still reads the old)."""
     validate(entry)
-    obj: dict[str, Any] = {name: getattr(entry, name) for name in _ENTRY_FIELDS}
+    obj: dict[str, Any] = {name: getattr(entry, name) for name in _ENTRY_FIELDS
+                           if defaults or name in _REQUIRED or getattr(entry, name) != _ENTRY_DEFAULTS[name]}
     obj["schedule"] = normalize_schedule(entry.schedule, entry.name)
     obj["v"] = ENTRY_FORMAT_VERSION
     return _dumps(obj)
+
+
+#: The fields that decide when an entry fires. The store keeps them apart from the rest of the
+#: definition, so that entries sharing a schedule and policies share the same bytes and a leader
+#: planning 100,000 of them parses them once.
+PLAN_FIELDS = ("schedule", "start_time", "end_time", "expires", "expire_seconds", "one_off", "enabled", "paused",
+               "catchup", "catchup_window", "overlap", "jitter")
+
+
+def split_entry(entry: PeriodicEntry) -> tuple[str, str]:
+    """``(plan, rest)``: the compact JSON of the :data:`PLAN_FIELDS` and of the other fields of a
+    valid entry (fields equal to their default left out); :func:`join_entry` puts them together."""
+    full = json.loads(entry_to_json(entry, defaults=False))
+    plan = {key: full.pop(key) for key in PLAN_FIELDS if key in full}
+    plan["v"] = full["v"]
+    return _dumps(plan), _dumps(full)
+
+
+def join_entry(plan: str | bytes, rest: str | bytes) -> PeriodicEntry:
+    """The entry of :func:`split_entry`'s two parts, validated as :func:`entry_from_json` does."""
+    plan_obj, rest_obj = _loads_object(plan, "entry plan"), _loads_object(rest, "entry")
+    if plan_obj.get("v") != rest_obj.get("v"):
+        raise PeriodicEntryError("the entry's plan and definition are of different format versions", "v")
+    return entry_from_json(_dumps({**rest_obj, **plan_obj}))
 
 
 def entry_from_json(data: str | bytes) -> PeriodicEntry:
@@ -542,8 +605,13 @@ def entry_from_json(data: str | bytes) -> PeriodicEntry:
     return replace(entry, schedule=normalize_schedule(entry.schedule, entry.name))
 
 
-def state_to_json(state: PeriodicState) -> str:
-    obj: dict[str, Any] = {f.name: getattr(state, f.name) for f in fields(PeriodicState)}
+_STATE_DEFAULTS = {f.name: f.default for f in fields(PeriodicState)}
+
+
+def state_to_json(state: PeriodicState, *, defaults: bool = True) -> str:
+    """Without ``defaults`` (the store's form) the fields equal to their default are left out."""
+    obj: dict[str, Any] = {name: getattr(state, name) for name, default in _STATE_DEFAULTS.items()
+                           if defaults or getattr(state, name) != default}
     obj["v"] = STATE_FORMAT_VERSION
     return _dumps(obj)
 
@@ -555,13 +623,14 @@ def state_from_json(data: str | bytes) -> PeriodicState:
     unknown = sorted(set(obj) - known)
     if unknown:
         raise PeriodicEntryError("unknown state field", unknown[0])
-    for key in ("next_run_ms", "last_run_ms"):
+    for key in ("next_run_ms", "last_run_ms", "buffered_ms"):
         value = obj.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise PeriodicEntryError(f"must be an int of ms or null, not {value!r}", key)
-    count = obj.get("total_run_count", 0)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise PeriodicEntryError(f"must be an int >= 0, not {count!r}", "total_run_count")
+    for key in ("total_run_count", "revision"):
+        count = obj.get(key, 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise PeriodicEntryError(f"must be an int >= 0, not {count!r}", key)
     task_id = obj.get("last_task_id")
     if task_id is not None and not isinstance(task_id, str):
         raise PeriodicEntryError(f"must be a string or null, not {task_id!r}", "last_task_id")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..store.pending import Store
+from ..store.periodic import PeriodicStore, ShardCounts
 from ..store.snapshot import ShardState, read_shards
 
 MAX_MEMBERS_LISTED = 1000
@@ -25,6 +26,7 @@ class StoreStatus:
     shards: list[ShardState]
     dispatchers: list[DispatcherInfo] = field(default_factory=list)
     dead_letters: int = 0
+    periodic: list[ShardCounts] = field(default_factory=list)  # periodic entries per shard
 
     @property
     def pending(self) -> int:
@@ -62,4 +64,4 @@ def read_status(store: Store) -> StoreStatus:
     dispatchers = [DispatcherInfo(m.decode(), led.pop(m.decode(), []), True, int(score)) for m, score in members]
     dispatchers += [DispatcherInfo(member, owned, False, None) for member, owned in led.items()]
     dispatchers.sort(key=lambda d: d.id)
-    return StoreStatus(now_ms, shards, dispatchers, int(dead))
+    return StoreStatus(now_ms, shards, dispatchers, int(dead), PeriodicStore(store).counts())

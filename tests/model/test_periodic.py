@@ -313,3 +313,19 @@ def test_iso_ms_conversions() -> None:
     assert ms_to_iso(-1) == "1969-12-31T23:59:59.999+00:00"
     with pytest.raises(ValueError, match="offset"):
         iso_to_ms("2025-03-30T03:00:00")
+
+
+def test_split_and_join_keep_every_field_and_share_plans() -> None:
+    from celery_zset_scheduler.model.periodic import join_entry, split_entry
+
+    full = PeriodicEntry(name="a", task="t.x", schedule={"type": "interval", "every": 60.0, "relative": False},
+                         args=[1], kwargs={"k": 2},
+                         queue="q", headers={"h": 1}, description="d", catchup="all", jitter=5.0, paused=True,
+                         pause_note="why", start_time="2025-01-01T00:00:00+00:00")
+    plan, rest = split_entry(full)
+    assert join_entry(plan, rest) == full
+    assert '"args"' not in plan and '"schedule"' not in rest and '"catchup"' in plan
+    other = PeriodicEntry(**{**full.__dict__, "name": "b", "args": [2], "description": "other"})
+    assert split_entry(other)[0] == plan  # same schedule and policies: the same bytes
+    with pytest.raises(PeriodicEntryError):
+        join_entry(plan.replace('"v":1', '"v":2'), rest)
