@@ -63,17 +63,16 @@ from celery.schedules import BaseSchedule, crontab, schedstate, schedule, solar
 from celery.utils.time import remaining
 
 from ..errors import ConfigurationError
+from ..model.firing import decide
 from ..model.periodic import (
     MAX_CATCHUP,
     PeriodicEntry,
     PeriodicEntryError,
     PeriodicState,
-    after_fire,
     disabled_state,
     iso_to_ms,
     ms_to_iso,
     normalize_schedule,
-    plan_catchup,
     validate,
     within_bounds,
 )
@@ -630,62 +629,29 @@ class CatchUp:
     state: PeriodicState
 
 
-def catch_up(entry: PeriodicEntry, state: PeriodicState, now_ms: int, app_timezone: str) -> CatchUp:
-    """Bring an entry whose ``next_run_ms`` is behind ``now_ms`` up to date.
+def catch_up(entry: PeriodicEntry, state: PeriodicState, now_ms: int, app_timezone: str, *,
+             grace_ms: int = 0, window: float | None = None) -> CatchUp:
+    """What a leader does with an entry whose ``next_run_ms`` is behind ``now_ms``: the fire times to
+    store and the state after them (:func:`due_times` and :func:`~..model.firing.decide`, the
+    leader's own path; overlap is not considered here: nothing is running).
 
-    Called when a dispatcher takes over after a gap, and when a paused entry is resumed: every fire
-    time from ``state.next_run_ms`` to ``now_ms`` counts as missed and the entry's catch-up policy
-    and window pick what to fire (:func:`~celery_zset_scheduler.model.periodic.plan_catchup`).
-    The returned state has each fire recorded and ``next_run_ms`` set to the first fire time after
-    ``now_ms`` (an interval keeps its phase). Disabled: nothing, ``next_run_ms`` cleared. Paused:
-    nothing, state unchanged (frozen). No ``next_run_ms`` yet: :func:`first_run_ms`.
+    Every fire time from ``state.next_run_ms`` to ``now_ms`` is due; those at most ``grace_ms``
+    old are on time, the others missed and follow the entry's catch-up policy within ``window``
+    (default: the entry's). ``next_run_ms`` becomes the first fire time after ``now_ms`` (an
+    interval keeps its phase). Disabled: nothing, ``next_run_ms`` cleared. Paused: nothing, state
+    unchanged (frozen). No ``next_run_ms`` yet: :func:`first_run_ms`.
     """
     if not entry.enabled:
         return CatchUp([], disabled_state(state))
     if entry.paused:
         return CatchUp([], state)
-    if entry.one_off and state.total_run_count >= 1:
-        return CatchUp([], replace(state, next_run_ms=None))
-    first = state.next_run_ms
-    if first is None:
+    if state.next_run_ms is None:
         return CatchUp([], replace(state, next_run_ms=first_run_ms(entry, now_ms, app_timezone)))
-    if first > now_ms:
-        return CatchUp([], state)
-    spec = normalize_schedule(entry.schedule, entry.name)
-    plain_interval = spec["type"] == "interval" and not spec["relative"]
-    # The missed fire times: from `first` (itself a fire time) to now, within the entry's bounds and window.
-    low = first
-    if entry.start_time is not None:
-        low = max(low, iso_to_ms(entry.start_time))
-    if entry.catchup_window is not None:
-        low = max(low, now_ms - int(entry.catchup_window * 1000))
-    high = _upper_bound(entry, now_ms)
-    wanted = {"skip": 0, "once": 1, "all": MAX_CATCHUP}[entry.catchup]
-    if entry.one_off:
-        wanted = min(wanted, 1)
-    if plain_interval:
-        every = _every_ms(spec)
-        # The chain first + k * every, whatever `low` is.
-        k_low = max(0, -(-(low - first) // every))
-        k_high = (high - first) // every if high >= first else -1
-        missed = [first + k * every for k in range(max(k_low, k_high - wanted + 1), k_high + 1)]
-        following = first + ((now_ms - first) // every + 1) * every
-    else:
-        missed = latest_occurrences(spec, low - 1, high, app_timezone, wanted) if wanted and high >= low else []
-        if spec["type"] == "interval":  # relative: continue from the chain's last point, not from now
-            last = latest_occurrences(spec, first, now_ms, app_timezone, 1)
-            following = next_fire_ms(spec, (last or [first])[-1], app_timezone) or now_ms + _every_ms(spec)
-        else:
-            following_or_none = next_fire_ms(spec, now_ms, app_timezone)
-            following = following_or_none if following_or_none is not None else -1
-    fires = plan_catchup(missed, now_ms, entry.catchup, entry.catchup_window)
-    if entry.one_off:
-        fires = fires[-1:]
-    new_state = state
-    for fire in fires:
-        new_state = after_fire(new_state, entry.name, fire, None)
-    next_run = None if (entry.one_off and fires) or following < 0 else _bounded(entry, following)
-    return CatchUp(fires, replace(new_state, next_run_ms=next_run))
+    due, following = due_times(entry, state, now_ms, app_timezone)
+    decision = decide(entry, state, due, following, now_ms, grace_ms=grace_ms,
+                      window=entry.catchup_window if window is None else window, outstanding_until=None,
+                      overlap_timeout_ms=0)
+    return CatchUp([f.fire_ms for f in decision.fires], decision.state)
 
 
 def bounded_next(entry: PeriodicEntry, after_ms: int, app_timezone: str) -> int | None:

@@ -1,8 +1,9 @@
 """The dispatcher: hand due entries of the shards this process leads to the broker.
 
 One thread does everything, in this order each pass: settle what an outage left behind, heartbeat
-and rebalance (every ``heartbeat_interval``), reap expired in-flight entries, then one batch from
-every owned shard that is due, through the :class:`~.handoff.HandOff`. It then sleeps until the
+and rebalance (every ``heartbeat_interval``), reap expired in-flight entries, fire the due periodic
+entries (:mod:`.periodic`: their occurrences become stored tasks), then one batch from every owned
+shard that is due, through the :class:`~.handoff.HandOff`. It then sleeps until the
 earliest due time of its shards (by Redis time, converted to a local monotonic deadline), its next
 heartbeat or ``max_interval``, whichever is first; a schedule earlier than that publishes a wake-up
 on the store's channel.

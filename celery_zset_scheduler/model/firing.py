@@ -36,6 +36,7 @@ from .periodic import (
     after_fire,
     jitter_ms,
     occurrence_id,
+    plan_catchup,
     plan_overlap,
 )
 
@@ -130,14 +131,9 @@ def decide(entry: PeriodicEntry, state: PeriodicState, due: Sequence[int], follo
 def _catch_up(entry: PeriodicEntry, due: list[int], now_ms: int, grace_ms: int, window: float | None) -> list[int]:
     on_time = [t for t in due if now_ms - t <= grace_ms]
     missed = [t for t in due if now_ms - t > grace_ms]
-    if window is not None:
-        oldest = now_ms - int(window * 1000)
-        missed = [t for t in missed if t >= oldest]
-    if entry.catchup == "skip":
-        missed = []
-    elif entry.catchup == "once":
-        missed = [] if on_time else missed[-1:]
-    return missed + on_time
+    if entry.catchup == "once" and on_time:
+        return on_time  # the on-time one is the latest: nothing older to catch up
+    return plan_catchup(missed, now_ms, entry.catchup, window) + on_time
 
 
 def _fire(entry: PeriodicEntry, name: str, fire_ms: int) -> Fire:

@@ -36,8 +36,10 @@ PERIODIC_READ = ScriptDef("periodic_read", (
 ))
 PERIODIC_DONE = ScriptDef("periodic_done", ("periodic_run", "periodic_next", "periodic_wake"))
 
-#: Groups (entries) per fire script call: one call stays around a millisecond of Redis time.
+#: Groups (entries) per fire script call, and occurrences: one call stays around a millisecond
+#: of Redis time even when entries catch up many occurrences each.
 FIRE_CHUNK = 200
+FIRE_CHUNK_OCCURRENCES = 2_000
 
 
 @dataclass(frozen=True)
@@ -198,13 +200,22 @@ class PeriodicStore:
         return {f.shard: r for f, r in zip(fences, self.scripts.run_many(calls), strict=True)}
 
     def fire_many(self, plans: Mapping[Fence, Sequence[Firing]]) -> dict[int, list[int] | None]:
-        """Write every shard's firings (chunks of :data:`FIRE_CHUNK`), one pipelined round trip.
+        """Write every shard's firings (bounded chunks), one pipelined round trip.
         Per shard: ``None`` when fenced, else one result per firing (see :func:`fire_call`)."""
         calls: list[Call[list[int] | None]] = []
         owners: list[int] = []
         for fence, firings in plans.items():
-            for start in range(0, len(firings), FIRE_CHUNK):
-                calls.append(fire_call(self.keys, fence, firings[start:start + FIRE_CHUNK]))
+            chunk: list[Firing] = []
+            size = 0
+            for firing in firings:
+                chunk.append(firing)
+                size += 1 + len(firing.occurrences)
+                if len(chunk) >= FIRE_CHUNK or size >= FIRE_CHUNK_OCCURRENCES:
+                    calls.append(fire_call(self.keys, fence, chunk))
+                    owners.append(fence.shard)
+                    chunk, size = [], 0
+            if chunk:
+                calls.append(fire_call(self.keys, fence, chunk))
                 owners.append(fence.shard)
         out: dict[int, list[int] | None] = {}
         for shard, reply in zip(owners, self.scripts.run_many(calls), strict=True):

@@ -25,11 +25,12 @@ def spans(apps: AppFactory, tag: str) -> list[tuple[float, float]]:
     return sorted((starts[i], ends[i]) for i in starts if i in ends)
 
 
-def run_entry(apps: AppFactory, overlap: str, seconds: float = 6.0) -> tuple[list[tuple[float, float]], Any]:
+def run_entry(apps: AppFactory, overlap: str, every: float, task_seconds: float,
+              seconds: float = 7.0) -> tuple[list[tuple[float, float]], Any]:
     app = apps(shards=2)
     apps.worker(apps(shards=2), pool="threads", concurrency=4)
     apps.dispatcher(app)
-    periodic.add(app, overlap, "t.span", 0.4, kwargs={"tag": overlap, "seconds": 1.0},
+    periodic.add(app, overlap, "t.span", every, kwargs={"tag": overlap, "seconds": task_seconds},
                  overlap=overlap)  # type: ignore[arg-type]
     time.sleep(seconds)
     periodic.disable(app, overlap)
@@ -41,28 +42,31 @@ def overlaps(runs: list[tuple[float, float]]) -> int:
     return sum(1 for (_, end), (start, _) in itertools.pairwise(runs) if start < end)
 
 
+def gaps(runs: list[tuple[float, float]]) -> list[float]:
+    return [start - end for (_, end), (start, _) in itertools.pairwise(runs)]
+
+
+# Every second, each run taking 1.5 s: with skip the next run is the first fire time after the end
+# (half a second later), with buffer_one the occurrence that fell due meanwhile starts at once.
+
 def test_allow_runs_occurrences_over_each_other_as_celery_beat_does(apps: AppFactory) -> None:
-    runs, _ = run_entry(apps, "allow")
+    runs, _ = run_entry(apps, "allow", 0.4, 1.0)
     assert len(runs) >= 10 and overlaps(runs) >= 5
 
 
 def test_skip_drops_occurrences_while_the_previous_one_runs(apps: AppFactory) -> None:
-    runs, info = run_entry(apps, "skip")
-    assert overlaps(runs) == 0
-    assert 3 <= len(runs) <= 6, runs
+    runs, info = run_entry(apps, "skip", 1.0, 1.5)
+    assert overlaps(runs) == 0 and 3 <= len(runs) <= 4, runs
+    assert min(gaps(runs)) > 0.35, gaps(runs)  # waited for the next fire time
     # Skipped occurrences were never stored: every stored one ran.
     assert info is not None and info.state.total_run_count == len(runs)
-    gaps = [start - end for (_, end), (start, _) in itertools.pairwise(runs)]
-    assert max(gaps) < 0.4 + 0.3  # the next fire time after the end, give or take
 
 
 def test_buffer_one_runs_the_waiting_occurrence_as_soon_as_the_previous_ends(apps: AppFactory) -> None:
-    runs, info = run_entry(apps, "buffer_one")
-    assert overlaps(runs) == 0
-    assert 4 <= len(runs) <= 7, runs
-    gaps = [start - end for (_, end), (start, _) in itertools.pairwise(runs)]
+    runs, info = run_entry(apps, "buffer_one", 1.0, 1.5)
+    assert overlaps(runs) == 0 and 4 <= len(runs) <= 5, runs
     # The worker reports the end, which wakes the leader: the buffered one starts at once.
-    assert max(gaps) < 0.25, gaps
+    assert max(gaps(runs)) < 0.35, gaps(runs)
     assert info is not None and info.state.total_run_count == len(runs)
 
 

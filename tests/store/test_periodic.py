@@ -215,3 +215,33 @@ def test_the_leader_reads_at_most_its_batch(store: Store, r: redis.Redis) -> Non
     read = due(ps, fence, limit=12)
     assert [e.name for e in read.entries] == names[:12]  # type: ignore[attr-defined]
     assert r.get(store.keys.shard(0).periodic_wake) is None  # a full batch: it reads again at once
+
+
+def test_big_catch_ups_are_split_into_bounded_calls_and_answered_in_order(store: Store, r: redis.Redis) -> None:
+    ps = PeriodicStore(store)
+    now = redis_ms(r)
+    names = names_in_shard(store, 2, 3)
+    for n in names:
+        put(ps, n, now - 10)
+    fence = lead(store, 2)
+    firings = [Firing(n, b"s0", b"", b"s1", None, [Occurrence(f"{n}-{k}", now - k) for k in range(1500)])
+               for n in names]
+    assert ps.fire_many({fence: firings}) == {2: [1500, 1500, 1500]}
+    assert r.zcard(store.keys.shard(2).due) == 4500
+
+
+def test_every_key_of_an_entry_is_in_its_shard_s_hash_slot(store: Store) -> None:
+    from celery_zset_scheduler.store.periodic import (
+        PERIODIC_DONE,
+        PERIODIC_DUE,
+        PERIODIC_FIRE,
+        PERIODIC_READ,
+        PERIODIC_WRITE,
+    )
+
+    for name in ("report", "customer-000042", "Ä b"):
+        sk = store.keys.shard(store.keys.shard_of(name))
+        tag = f"{{zt:{sk.shard}}}"
+        for script in (PERIODIC_DUE, PERIODIC_FIRE, PERIODIC_WRITE, PERIODIC_READ, PERIODIC_DONE):
+            # Every KEYS entry of every periodic script is one of the shard's own keys: one slot.
+            assert all(getattr(sk, key).startswith(tag) for key in script.keys), script.name
