@@ -15,17 +15,26 @@ step only supplies the id, and the ``expires`` header of entries with ``expire_s
 A dispatcher touches only due entries: per pass at most ``batch_size`` per shard, found through
 the shard's ``next`` ZSET (I4); between looks it sleeps until the earliest next look (at most
 ``max_interval``), and a change that makes an entry due earlier publishes ``p<shard>``.
+
+A full store (``noeviction`` at ``maxmemory``) refuses the step's writes: occurrences are new
+tasks, refused like any new schedule. The step then waits a heartbeat and tries again, without
+holding up the claim that drains the store; once there is room the occurrences fire, late, as
+the entries' policies say (on time within twice the lock timeout, else caught up).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+import redis
+
 from ..errors import PoisonMessage
 from ..model.codec import decode, encode
+from ..model.logs import log_event
 from ..model.periodic import ms_to_iso
 from ..store.claims import Fence
 from ..store.periodic import DueEntry, DueRead, Firing, PeriodicStore
@@ -83,10 +92,25 @@ class PeriodicStep:
         self._fences: dict[int, Fence] = {}
         self._prepared = False
         self._prepare_at = 0.0
+        self._deferred = False  # the store is full: logged once until it takes writes again
 
     # -- the loop's interface -------------------------------------------------------------------
 
     def run(self, owned: Mapping[int, Lease]) -> PeriodicPass:
+        try:
+            done = self._run(owned)
+        except redis.OutOfMemoryError as exc:
+            if not self._deferred:
+                log_event(logging.WARNING, "periodic.deferred", reason="store_full", error=str(exc))
+            self._deferred = True
+            later = time.monotonic() + self.env.config.heartbeat_interval
+            self._prepare_at = later
+            self._look = {shard: max(at, later) for shard, at in self._look.items()}
+            return PeriodicPass()
+        self._deferred = False
+        return done
+
+    def _run(self, owned: Mapping[int, Lease]) -> PeriodicPass:
         now = time.monotonic()
         if not self._prepared:
             if now < self._prepare_at:

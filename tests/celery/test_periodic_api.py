@@ -192,3 +192,26 @@ def test_list_pages_by_name_and_add_refuses_a_duplicate(apps: AppFactory) -> Non
     assert periodic.update(app, "missing", description="x") == "unknown"
     with pytest.raises(PeriodicEntryError, match="schedule.minute"):
         periodic.add(app, "bad", "t.record", {"type": "crontab", "minute": "61"})
+
+
+def test_a_full_store_is_drained_first_then_periodic_entries_run(apps: AppFactory) -> None:
+    from celery_zset_scheduler.errors import StoreUnavailable
+    from celery_zset_scheduler.testing import RedisServer
+
+    full = RedisServer(extra=["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]).start()
+    try:
+        app = apps(shards=2, zset_scheduler_url=full.url)
+        periodic.add(app, "beat", "t.record", 0.5, kwargs={"tag": "full"})
+        ids = []
+        with pytest.raises(StoreUnavailable, match="used memory > 'maxmemory'"):
+            for i in range(100_000):
+                ids.append(app.tasks["t.record"].apply_async(kwargs={"tag": i, "pad": "x" * 200}, countdown=1).id)
+        dispatcher = apps.dispatcher(app)
+        apps.worker(apps(shards=2), pool="threads", concurrency=4)
+        wait_for(lambda: set(ids) <= {e["id"] for e in apps.executions()}, timeout=120, what="the drain")
+        wait_for(lambda: len(runs(apps, "full")) >= 3, timeout=20, what="the periodic entry, once there is room")
+        assert dispatcher.thread.is_alive() and dispatcher.error is None  # type: ignore[attr-defined]
+        ran = runs(apps, "full")
+        assert len({e["id"] for e in ran}) == len(ran)
+    finally:
+        full.close()

@@ -69,9 +69,10 @@ end
 local first = redis.call('ZRANGEBYSCORE', next_key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local look = now + tonumber(ARGV[4])
 if first[2] and tonumber(first[2]) < look then look = tonumber(first[2]) end
-if #items >= 2 * limit then
-  redis.call('DEL', wake)  -- a full batch: the leader reads again at once
-else
+-- Deleted first, always: a write that frees memory lets the SET through on a full store (Redis
+-- refuses a script's memory-growing command only while the script has written nothing).
+redis.call('DEL', wake)
+if #items < 2 * limit then  -- a full batch: the leader reads again at once, nothing to plan
   redis.call('SET', wake, look, 'PX', tonumber(ARGV[5]))
 end
 return {1, now, first[2] or -1, names, scores, out_defs, out_states, untils, out_marks}
