@@ -21,6 +21,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dispatch", type=int, default=100_000, help="due tasks the dispatcher drains")
     p.add_argument("--stream-rate", type=int, default=1_000, help="due tasks/s for the lateness figure")
     p.add_argument("--stream-seconds", type=float, default=20.0, help="length of the steady stream")
+    p.add_argument("--periodic", type=int, default=100_000,
+                   help="periodic entries firing in the same minute (default 100,000; 0 skips them)")
     p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="own redis-servers to start")
     p.add_argument("--store-url", help="benchmark against this store Redis instead of our own")
     p.add_argument("--broker-url", help="and this broker (default: --store-url with db+1)")
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(
         size=args.size, calls=min(args.calls, args.size), dispatch=min(args.dispatch, args.size),
         raw=min(100_000, args.size), stream_rate=args.stream_rate, stream_seconds=args.stream_seconds,
-        servers=args.servers,
+        servers=args.servers, periodic=args.periodic,
     )
     target = None
     if args.store_url:

@@ -224,6 +224,11 @@ class Settings:
         None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."
     )
     metrics_addr: str = _opt("127.0.0.1", _host, "Address the metrics server binds to.")
+    periodic_overlap_timeout: float = _opt(
+        3600.0, _seconds(1.0),
+        "Periodic entries with `overlap` `skip`/`buffer_one`: an occurrence handed to the broker counts as "
+        "running until a worker reports its end, or at most this long (a lost message cannot hold its entry).",
+    )
 
     @property
     def heartbeat_interval(self) -> float:

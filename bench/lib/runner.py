@@ -10,7 +10,7 @@ from typing import Any
 
 from celery_zset_scheduler.celery.state import broker_redis_url, read_settings
 
-from . import dispatching, lateness, memory, scheduling
+from . import dispatching, lateness, memory, periodic, scheduling
 from .environment import BenchEnv, describe_machine, local_env, make_env
 from .report import Figure, Report
 
@@ -30,6 +30,7 @@ class Options:
     stream_rate: int = 1_000  # due tasks per second for the lateness figure
     stream_seconds: float = 20.0
     servers: int = 1  # our own Redis: one server (store db 0, broker db 1) or two
+    periodic: int = 100_000  # periodic entries all firing in the same minute (0: skip those figures)
 
 
 Target = Any  # None (start our own Redis), a Celery app, or a (store_url, broker_url) pair
@@ -129,3 +130,22 @@ def _run(env: BenchEnv, opts: Options, report: Report, say: Callable[[str], None
     details = {"count": late.count, "max_ms": late.max_ms, "mean_ms": round(late.mean_ms, 2)}
     report.add(Figure("lateness p50", "ms", late.p50_ms, None, "", None, higher_is_better=False), **details)
     report.add(Figure("lateness p99", "ms", late.p99_ms, None, "", TARGET_P99_MS, higher_is_better=False))
+    if opts.periodic:
+        _periodic(env, opts, report, say)
+
+
+def _periodic(env: BenchEnv, opts: Options, report: Report, say: Callable[[str], None]) -> None:
+    done = _timed(say, f"{opts.periodic:,} periodic entries (* * * * *) written, then fired in the same minute")
+    figures = periodic.periodic_at_scale(env, opts.periodic, say)
+    done()
+    report.add(Figure("Redis bytes per periodic entry", "B", figures.bytes_per_entry, None, "", None,
+                      higher_is_better=False),
+               entries=figures.entries, used_memory_delta=figures.used_bytes,
+               key_bytes_per_entry={k: round(v / figures.entries, 1) for k, v in figures.key_bytes.items()},
+               written_per_s=round(figures.adds_per_second))
+    details = {"entries": figures.entries, "fired": figures.fired, "boundary": figures.boundary_ms,
+               "last_handed_over_ms": figures.last_ms, "boundary_had_passed": figures.caught_up}
+    report.add(Figure(f"periodic lateness p50 ({figures.entries:,} due at once)", "ms", figures.p50_ms, None, "",
+                      None, higher_is_better=False), **details)
+    report.add(Figure(f"periodic lateness p99 ({figures.entries:,} due at once)", "ms", figures.p99_ms, None, "",
+                      None, higher_is_better=False))

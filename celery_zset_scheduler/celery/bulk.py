@@ -81,7 +81,7 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
     try:
         if keyed and key_for is not None:
             return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due)
-        build = _fast_builder(template) or _generic_builder(template)
+        build = _fast_builder(template) or generic_builder(template)
         ids: list[str] = []
 
         def entries() -> Iterator[tuple[str, int, bytes]]:
@@ -106,7 +106,7 @@ def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[...
                     calls: Iterable[Call], due: When) -> list[str]:
     """Calls with idempotency keys: each message carries its own key, and the store keeps one
     pending entry per key (pipelined chunks, the slower path)."""
-    build = _generic_builder(template)
+    build = generic_builder(template)
     ids: list[str] = []
     chunk: list[NewEntry] = []
     new_ids = _uuid4s()
@@ -157,14 +157,17 @@ def _fast_builder(template: StoredMessage) -> Builder | None:
     return build
 
 
-def _generic_builder(template: StoredMessage) -> Callable[..., bytes]:
+def generic_builder(template: StoredMessage) -> Callable[..., bytes]:
+    """``build(task_id, args, kwargs, eta_us=None, extra=None) -> bytes``: the template with these
+    values, serialized and compressed as the template was (any serializer; periodic templates use it
+    too). ``eta_us`` None keeps the template's own ``eta`` (a periodic occurrence has none)."""
     compression = template.headers.get("compression")
     body = decompress(template.body, compression) if compression else template.body
     embed = loads(body, template.content_type, template.content_encoding, accept=[template.content_type])[2]
     serializer = registry.type_to_name[template.content_type]
     own_root = template.headers.get("root_id") == template.task_id
 
-    def build(task_id: str, args: Sequence[Any], kwargs: dict[str, Any], eta_us: int,
+    def build(task_id: str, args: Sequence[Any], kwargs: dict[str, Any], eta_us: int | None = None,
               extra: dict[str, Any] | None = None) -> bytes:
         try:
             _, _, body = dumps((list(args), dict(kwargs), embed), serializer=serializer)
@@ -174,8 +177,9 @@ def _generic_builder(template: StoredMessage) -> Callable[..., bytes]:
             body = body.encode("utf-8")
         if compression:
             body, _ = compress(body, compression)
+        eta = template.headers.get("eta") if eta_us is None else us_isoformat(eta_us)
         headers = {**template.headers, "id": task_id, "argsrepr": _repr(tuple(args)), "kwargsrepr": _repr(kwargs),
-                   "eta": us_isoformat(eta_us), **(extra or {})}
+                   "eta": eta, **(extra or {})}
         if own_root:
             headers["root_id"] = task_id
         message = replace(template, task_id=task_id, body=body, headers=headers,

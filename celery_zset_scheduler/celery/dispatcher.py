@@ -1,4 +1,9 @@
-"""Building the dispatcher of a Celery app (``beat -S zset`` and ``celery zset run`` run it)."""
+"""Building the dispatcher of a Celery app (``beat -S zset`` and ``celery zset run`` run it).
+
+Every dispatcher also runs the periodic entries of the shards it leads (the periodic step with
+Celery's planner) and, before its first look, syncs ``beat_schedule`` into the store. A bad
+``beat_schedule`` entry is refused here, at start, with the entry and field named.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,13 @@ from ..dispatch.config import DispatcherConfig
 from ..dispatch.generic import generic
 from ..dispatch.loop import Dispatcher
 from ..dispatch.observer import Observer, Observers
+from ..dispatch.periodic import periodic_step
 from ..errors import ConfigurationError
 from ..model.logs import log_event
 from .messages import MessageCheck
+from .periodic_config import preparer
+from .periodic_entries import config_entries
+from .periodic_planner import CeleryPlanner
 from .publishers.kombu import KombuPublisher
 from .revokes import mark_revoked
 from .state import ensure_installation
@@ -45,10 +54,12 @@ def build_dispatcher(
 
         metrics = DispatcherMetrics("zset_scheduler_metrics_port" if metrics_port is None else metrics_option)
         observer = metrics if observer is None else Observers(observer, metrics)
+    planner = CeleryPlanner(app, s, preparer(app, config_entries(app)))
     dispatcher = Dispatcher(
         inst.store, config=config, member_id=member_id, pinned=pinned, dead_letters=inst.dead_letters,
         observer=observer, handoff=generic(KombuPublisher(app), check=MessageCheck(s.accept_content),
                                            revoked=lambda ids: mark_revoked(app, ids)),
+        periodic=periodic_step(planner),
     )
     if metrics is not None and port is not None:
         bound = metrics.serve(s.metrics_addr, port)

@@ -15,7 +15,7 @@ from celery.app.control import Control
 from celery.utils.imports import symbol_by_name
 from kombu.utils.objects import cached_property
 
-from . import reports, worker_side
+from . import periodic_worker, reports, worker_side
 from .revokes import revoke_for_command
 from .sender import wrap_sender
 from .state import Installation, ensure_installation
@@ -40,6 +40,7 @@ def install(app: Celery, **overrides: Any) -> Installation:
     """
     inst = ensure_installation(app, overrides)
     worker_side.connect()
+    periodic_worker.connect()
     reports.mask_store_url_in_reports()
     if "amqp" in app.__dict__:  # already built: wrap its sender in place
         amqp = app.amqp

@@ -1,8 +1,9 @@
 """The dispatcher: hand due entries of the shards this process leads to the broker.
 
 One thread does everything, in this order each pass: settle what an outage left behind, heartbeat
-and rebalance (every ``heartbeat_interval``), reap expired in-flight entries, then one batch from
-every owned shard that is due, through the :class:`~.handoff.HandOff`. It then sleeps until the
+and rebalance (every ``heartbeat_interval``), reap expired in-flight entries, fire the due periodic
+entries (:mod:`.periodic`: their occurrences become stored tasks), then one batch from every owned
+shard that is due, through the :class:`~.handoff.HandOff`. It then sleeps until the
 earliest due time of its shards (by Redis time, converted to a local monotonic deadline), its next
 heartbeat or ``max_interval``, whichever is first; a schedule earlier than that publishes a wake-up
 on the store's channel.
@@ -28,11 +29,13 @@ from ..store.claims import Claims
 from ..store.client import location
 from ..store.deadletters import DeadLetters
 from ..store.pending import Store
+from ..store.periodic import PeriodicStore
 from .config import DispatcherConfig
 from .generic import generic
 from .handoff import BrokerUnavailable, Env, HandOffFactory, Publisher, ShardPass
 from .leadership import Leadership, new_member_id
 from .observer import Observer
+from .periodic import PeriodicEnv, PeriodicFactory
 
 # Any Redis error is an outage to wait out, not a reason to exit: a full store (OOM), a failover
 # (READONLY, MASTERDOWN), a busy script, a lost connection. Exiting would crash-loop under a
@@ -51,13 +54,14 @@ class Dispatcher:
     """Moves due entries of the shards it leads into the broker. ``run()`` blocks; ``stop()`` ends it.
 
     ``publisher`` takes the generic path (claim, publish, ack); ``handoff`` builds another one.
+    ``periodic`` builds the periodic step (:mod:`.periodic`), run once per pass before the claim.
     """
 
     def __init__(
         self, store: Store, publisher: Publisher | None = None, config: DispatcherConfig | None = None, *,
         member_id: str | None = None, pinned: set[int] | None = None,
         dead_letters: DeadLetters | None = None, observer: Observer | None = None,
-        handoff: HandOffFactory | None = None,
+        handoff: HandOffFactory | None = None, periodic: PeriodicFactory | None = None,
     ) -> None:
         if (publisher is None) == (handoff is None):
             raise TypeError("give a publisher (the generic path) or a handoff factory, not both")
@@ -85,6 +89,8 @@ class Dispatcher:
         self._outage_logged = 0.0
         self._backoff = OutageBackoff(cap=self.config.backoff_max)
         self._shard_outages: dict[int, OutageBackoff] = {}  # shards whose own calls fail (the rest go on)
+        self.periodic = None if periodic is None else periodic(
+            PeriodicEnv(PeriodicStore(store), self.config, self._lease_valid))
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -171,7 +177,19 @@ class Dispatcher:
         if now >= self._next_beat:
             self._beat()
             self._next_beat = now + self.config.heartbeat_interval
+        if self.periodic is not None:
+            self._periodic_pass()
         return self._dispatch_due()
+
+    def _periodic_pass(self) -> None:
+        """Fire the due periodic entries; the claim right after hands their occurrences over."""
+        assert self.periodic is not None
+        done = self.periodic.run(self.leadership.owned)
+        for shard in done.fenced:
+            self._lost(shard, "periodic fenced")
+        for shard in done.stored:
+            if shard in self.leadership.owned:
+                self._next_due[shard] = 0.0
 
     def _beat(self) -> None:
         self.handoff.settle()
@@ -272,6 +290,7 @@ class Dispatcher:
         deadline = min(
             [self._next_beat, now + self.config.max_interval]
             + [self._next_due.get(s, 0.0) for s in self.leadership.owned]
+            + ([] if self.periodic is None else [d for d in [self.periodic.deadline()] if d is not None])
         )
         # While it keeps up, a dispatcher claims at most every claim_interval: a few more entries
         # per round trip (less CPU at moderate rates) for at most that much extra lateness.
@@ -301,6 +320,8 @@ class Dispatcher:
     def _on_wake(self, message: dict[str, Any]) -> bool:
         if message.get("type") != "message":
             return False
+        if self.periodic is not None and self.periodic.on_wake(message.get("data")):
+            return True
         try:
             shard = int(message["data"])
         except (TypeError, ValueError):

@@ -14,6 +14,13 @@ FIRST_FAILURE = "zset_first_failure"
 #: here when it publishes (a worker holds a message with an ``eta`` until its own clock reaches it,
 #: and the store already waited by Redis time); an installed worker shows it as ``self.request.eta``.
 ZSET_ETA = "zset_eta"
+#: The periodic entry an occurrence belongs to (every occurrence carries it).
+PERIODIC = "zset_periodic"
+#: The entry's overlap policy, only on occurrences whose end the entry waits for (skip, buffer_one):
+#: the worker reports their end so the next occurrence may run.
+PERIODIC_OVERLAP = "zset_overlap"
+#: Celery beat's own mark on the tasks it sends (kept, so code that looks for it still finds it).
+CELERY_BEAT_TASK = "celery_beat_task"
 #: Headers that record a failure history or a past schedule; a requeued dead letter starts afresh
 #: without them.
 FAILURE_HEADERS = (FIRST_FAILURE, ZSET_ETA)

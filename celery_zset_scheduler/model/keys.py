@@ -57,6 +57,15 @@ class ShardKeys:
     leader: str  # prefix of the STRING `leader:<token>`: the leader's JSON record, for people (PX lease)
     revoked: str  # ZSET id -> expiry (ms) of a revoke of an id no longer pending (bounded)
     revoked_gen: str  # STRING counter, INCR on every revoke record written in the shard
+    # Periodic entries of this shard (the entries whose name hashes here):
+    periodic_names: str  # ZSET name -> 0: every entry, for paging by name (ZRANGEBYLEX)
+    periodic_defs: str  # HASH name -> the entry's definition but its plan (JSON, model.periodic)
+    periodic_plan: str  # HASH name -> the fields that decide when it fires (the same bytes for entries sharing them)
+    periodic_state: str  # HASH name -> its state (JSON: next run, last run, run count...)
+    periodic_tpl: str  # HASH name -> the encoded task message every occurrence is stored with
+    periodic_next: str  # ZSET name -> when the leader must look at it next (ms): its next fire time
+    periodic_run: str  # HASH name -> "<occurrence id>|<stored ms>[|b]": the occurrence overlap waits for
+    periodic_wake: str  # STRING the leader's planned periodic look (ms); an earlier change publishes "p<shard>"
 
     def leader_info(self, token: str) -> str:
         """The record of the leader holding ``token``; keyed by token so a deposed leader
@@ -105,6 +114,16 @@ class KeySpace:
         """HASH id -> JSON dead-letter record."""
         return f"{{{self.prefix}:dlq}}:data"
 
+    @property
+    def periodic_config(self) -> str:
+        """HASH name -> fingerprint of the entries that came from ``beat_schedule`` (the last sync)."""
+        return f"{{{self.prefix}:periodic}}:config"
+
+    @property
+    def periodic_sync(self) -> str:
+        """STRING the token of the dispatcher syncing ``beat_schedule`` (PX lease): one sync at a time."""
+        return f"{{{self.prefix}:periodic}}:sync"
+
     def idempotency(self, key: str) -> str:
         """STRING state of one idempotency key; no hash tag, so keys spread over a cluster."""
         return f"{self.prefix}:idem:{key}"
@@ -128,6 +147,14 @@ class KeySpace:
             leader=f"{tag}:leader",
             revoked=f"{tag}:revoked",
             revoked_gen=f"{tag}:revgen",
+            periodic_names=f"{tag}:p:names",
+            periodic_defs=f"{tag}:p:defs",
+            periodic_plan=f"{tag}:p:plan",
+            periodic_state=f"{tag}:p:state",
+            periodic_tpl=f"{tag}:p:tpl",
+            periodic_next=f"{tag}:p:next",
+            periodic_run=f"{tag}:p:run",
+            periodic_wake=f"{tag}:p:wake",
         )
 
     def shard(self, shard: int) -> ShardKeys:

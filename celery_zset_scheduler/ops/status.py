@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..store.pending import Store
+from ..store.periodic import PeriodicStore, ShardCounts
 from ..store.snapshot import ShardState, read_shards
 
 MAX_MEMBERS_LISTED = 1000
@@ -27,6 +28,7 @@ class StoreStatus:
     dead_letters: int = 0
     #: the ``{prefix}:stats`` counters workers keep (e.g. idempotency_lease_lost_completions)
     stats: dict[str, int] = field(default_factory=dict)
+    periodic: list[ShardCounts] = field(default_factory=list)  # periodic entries per shard
 
     @property
     def pending(self) -> int:
@@ -66,4 +68,4 @@ def read_status(store: Store) -> StoreStatus:
     dispatchers += [DispatcherInfo(member, owned, False, None) for member, owned in led.items()]
     dispatchers.sort(key=lambda d: d.id)
     counters = {k.decode(): int(v) for k, v in sorted(stats.items())}
-    return StoreStatus(now_ms, shards, dispatchers, int(dead), counters)
+    return StoreStatus(now_ms, shards, dispatchers, int(dead), stats=counters, periodic=PeriodicStore(store).counts())

@@ -36,7 +36,7 @@ def test_fast_path_stores_what_the_generic_path_stores(apps: AppFactory) -> None
     started = time.time()
     ids = celery_zset_scheduler.schedule_many(record, calls)
     template = bulk._per_call(bulk._template(record, calls[0], {}))
-    fast, generic = bulk._fast_builder(template), bulk._generic_builder(template)
+    fast, generic = bulk._fast_builder(template), bulk.generic_builder(template)
     assert fast is not None
     store = apps.store(app)
     for task_id, (args, kwargs, when) in zip(ids, calls, strict=True):
@@ -97,7 +97,7 @@ def test_a_template_unlike_celerys_takes_the_generic_path(apps: AppFactory) -> N
     template = bulk._template(record, ((), {"tag": 1}, 60), {})
     odd = replace(template, headers={k: v for k, v in template.headers.items() if k != "argsrepr"})
     assert bulk._fast_builder(odd) is None
-    payload = bulk._generic_builder(odd)("00000000-0000-4000-8000-000000000001", (), {"tag": 2}, 0)
+    payload = bulk.generic_builder(odd)("00000000-0000-4000-8000-000000000001", (), {"tag": 2}, 0)
     assert decode("00000000-0000-4000-8000-000000000001", payload).headers["kwargsrepr"] == "{'tag': 2}"
 
 

@@ -93,3 +93,60 @@ def test_a_dispatcher_with_another_shard_count_refuses_to_start(
         assert "Traceback" not in dispatcher.output  # one clear line, not a stack dump
     finally:
         cluster.close()
+
+
+@pytest.mark.parametrize(("conf", "message"), [
+    ({"zset_scheduler_lok_timeout": 3}, "unknown setting 'zset_scheduler_lok_timeout'; did you mean "
+                                        "zset_scheduler_lock_timeout?"),
+    ({"beat_schedule": {"bad": {"task": "t.record", "schedule": 60, "overlap": "never"}}}, "periodic entry 'bad'"),
+])
+def test_beat_with_a_configuration_error_prints_one_line(redis_server: RedisServer, r: redis.Redis,
+                                                         conf: dict[str, object], message: str) -> None:
+    cluster = Cluster(redis_server, shards=2, conf=conf)
+    try:
+        for quiet in ([], ["--quiet"]):
+            proc = cluster.spawn([CELERY, "-A", "tests.support.proc_app", *quiet, "beat", "-S", "zset",
+                                  "--schedule", "/tmp/zset-test-beat-typo"])
+            assert proc.popen.wait(timeout=60) == 1
+            lines = proc.output.strip().splitlines()
+            assert len(lines) <= 2, proc.output  # beat's "is starting" line, then ours
+            assert lines[-1].startswith("Error: ") and message in lines[-1]
+    finally:
+        cluster.close()
+
+
+def test_beat_with_another_shard_count_exits_with_one_line(apps: AppFactory, redis_server: RedisServer,
+                                                           r: redis.Redis) -> None:
+    apps(shards=2).tasks["t.record"].apply_async(countdown=60)
+    cluster = Cluster(redis_server, shards=3, conf=FAST)
+    try:
+        proc = cluster.spawn([CELERY, "-A", "tests.support.proc_app", "beat", "-S", "zset",
+                              "--schedule", "/tmp/zset-test-beat-shards"])
+        assert proc.popen.wait(timeout=60) == 1
+        assert "Error: zset dispatcher stopped: the store" in proc.output
+        assert "Traceback" not in proc.output
+    finally:
+        cluster.close()
+
+
+def test_beat_banner_shows_the_dispatcher_its_periodic_entries_and_their_leaders(
+    redis_server: RedisServer, r: redis.Redis,
+) -> None:
+    conf = {**FAST, "beat_schedule": {"tick": {"task": "t.record", "schedule": 30.0}}}
+    cluster = Cluster(redis_server, shards=2, conf=conf)
+    try:
+        first = cluster.spawn([CELERY, "-A", "tests.support.proc_app", "beat", "-S", "zset", "--loglevel", "INFO",
+                               "--schedule", "/tmp/zset-test-beat-banner-1"])
+        first.wait_for_output(r"zset periodic\.synced added=1")
+        member = first.wait_for_output(r"zset dispatcher\.started dispatcher=(\S+)").group(1)
+        assert f". zset dispatcher -> {member}" in first.output  # the same id the dispatcher runs with
+        assert ". periodic entries -> 1 in beat_schedule, 0 in the store" in first.output
+        first.wait_for_output(r"zset leader\.acquired shard=1")
+        second = cluster.spawn([CELERY, "-A", "tests.support.proc_app", "beat", "-S", "zset", "--loglevel", "INFO",
+                                "--schedule", "/tmp/zset-test-beat-banner-2"])
+        second.wait_for_output(r"zset dispatcher\.started")
+        assert ". periodic entries -> 1 in beat_schedule, 1 in the store (1 scheduled), on 2 shards" in second.output
+        assert f": {member}" in second.output.split(". periodic leader -> ", 1)[1].splitlines()[0]
+        assert "zset dispatcher -> -" not in first.output + second.output
+    finally:
+        cluster.close()

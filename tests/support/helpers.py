@@ -79,6 +79,13 @@ def register_tasks(app: Celery, record_url: str) -> None:
         recorder.rpush(RECORDS, json.dumps({"id": self.request.id, "tag": "sleep", "at": time.time()}))
         time.sleep(seconds)  # keeps a solo worker busy
         return seconds
+    @app.task(bind=True, name="t.span", shared=False)
+    def span(self: Any, tag: Any = None, seconds: float = 1.0) -> Any:
+        """Records when it starts and when it ends (overlap tests)."""
+        recorder.rpush(RECORDS, json.dumps({"id": self.request.id, "tag": tag, "phase": "start", "at": time.time()}))
+        time.sleep(seconds)
+        recorder.rpush(RECORDS, json.dumps({"id": self.request.id, "tag": tag, "phase": "end", "at": time.time()}))
+        return tag
 
     @app.task(bind=True, name="t.retry_once", max_retries=3, shared=False)
     def retry_once(self: Any, countdown: float = 1.0) -> str:

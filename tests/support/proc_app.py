@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from celery import Celery
+from celery.schedules import crontab
 
 import celery_zset_scheduler
 
@@ -23,6 +25,19 @@ app.conf.update({
     "broker_connection_retry_on_startup": True,
     **json.loads(env.get("ZSET_TEST_CONF", "{}")),
 })
+
+
+def _beat_schedule(raw: str) -> dict[str, Any]:
+    """``ZSET_TEST_BEAT``: beat_schedule as JSON, a schedule {"crontab": {...}} being a crontab."""
+    entries = json.loads(raw)
+    for item in entries.values():
+        if isinstance(item["schedule"], dict):
+            item["schedule"] = crontab(**item["schedule"]["crontab"])
+    return dict(entries)
+
+
+if env.get("ZSET_TEST_BEAT"):
+    app.conf.beat_schedule = _beat_schedule(env["ZSET_TEST_BEAT"])
 register_tasks(app, env["ZSET_TEST_RECORDS"])
 register_task_side(app, env["ZSET_TEST_RECORDS"])
 if env.get("ZSET_TEST_INSTALL", "1") == "1":  # "0": a worker whose app forgot install(app)

@@ -8,11 +8,13 @@ from .dlq import dlq
 from .docs import docs
 from .doctor import doctor
 from .group import zset
+from .import_beat import import_beat
 from .pending import ls, show
+from .periodic import periodic
 from .run import run
 from .status import status
 
-for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, bench, docs):
+for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, periodic, import_beat, bench, docs):
     zset.add_command(command)
 
 __all__ = ["zset"]

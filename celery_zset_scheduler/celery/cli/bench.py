@@ -18,10 +18,12 @@ from .output import confirm, emit_json
               help="Pending tasks for the bytes and lateness figures (scheduled in bulk).")
 @click.option("--stream-seconds", type=click.FloatRange(1.0, 600.0), default=20.0, show_default=True,
               help="Length of the steady 1,000 due tasks/s stream the lateness is measured on.")
+@click.option("--periodic", type=click.IntRange(0, 1_000_000), default=0, show_default=True, metavar="N",
+              help="Also write N periodic entries and time them firing in the same minute (waits for it).")
 @yes_option
 @common
 @click.pass_context
-def bench(ctx: click.Context, size: int, stream_seconds: float, yes: bool, as_json: bool) -> None:
+def bench(ctx: click.Context, size: int, stream_seconds: float, periodic: int, yes: bool, as_json: bool) -> None:
     """Measure scheduling and dispatch rates, bytes per task and lateness, next to plain Celery.
 
     It runs on the app's Redis under a key prefix and a queue of its own (random names, deleted
@@ -38,7 +40,7 @@ def bench(ctx: click.Context, size: int, stream_seconds: float, yes: bool, as_js
     url = mask_url(str(installation(ctx).settings.url))
     confirm(yes, f"Write up to {size:,} benchmark tasks to {url} (deleted afterwards) and load it for a minute?")
     options = Options(size=size, calls=min(5_000, size), dispatch=min(100_000, size), raw=min(100_000, size),
-                      stream_seconds=stream_seconds)
+                      stream_seconds=stream_seconds, periodic=periodic)
     started = time.monotonic()
 
     def say(text: str) -> None:

@@ -36,7 +36,7 @@ class ZSetGroup(click.Group):
 @click.group(name="zset", cls=ZSetGroup)
 @click.pass_context
 def zset(ctx: click.Context) -> None:
-    """Operate celery-zset-scheduler: dispatchers, pending tasks, dead letters.
+    """Operate celery-zset-scheduler: dispatchers, pending tasks, dead letters, periodic entries.
 
     TIME values (--eta, --due-before, --before...) are ISO 8601 date-times (naive ones as
     UTC, as a Celery worker reads a naive eta), 'now', or offsets from now: +10m, -2h, 1d12h.

@@ -38,6 +38,11 @@ def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
             {"id": d.id, "shards": d.shards, "member": d.member, "expires_ms": d.expires_ms}
             for d in status.dispatchers
         ],
+        "periodic": {
+            "entries": sum(c.entries for c in status.periodic),
+            "scheduled": sum(c.scheduled for c in status.periodic),
+            "next_run_ms": min((c.next_look_ms for c in status.periodic if c.next_look_ms is not None), default=None),
+        },
         "shards": [
             {
                 "shard": s.shard,
@@ -50,8 +55,11 @@ def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
                 "epoch": s.epoch,
                 "rate_per_second": s.leader.rate if s.leader else None,
                 "dispatched": s.leader.dispatched if s.leader else None,
+                "periodic_entries": p.entries,
+                "periodic_scheduled": p.scheduled,
+                "periodic_next_run_ms": p.next_look_ms,
             }
-            for s in status.shards
+            for s, p in zip(status.shards, status.periodic, strict=True)
         ],
     }
 
@@ -83,7 +91,21 @@ def status_text(status: StoreStatus, prefix: str) -> str:
         led = ",".join(map(str, d.shards)) or "none"
         pinned = "" if d.member else " (pinned with --shards)"
         lines.append(f"  {d.id}: leads {led}{pinned}")
+    lines += _periodic_lines(status)
     return "\n".join(lines)
+
+
+def _periodic_lines(status: StoreStatus) -> list[str]:
+    """The periodic entries per shard and who fires them (the shard's leader)."""
+    now = status.now_ms
+    total = sum(c.entries for c in status.periodic)
+    lines = [f"periodic entries: {number(total)} ({number(sum(c.scheduled for c in status.periodic))} scheduled)"]
+    for counts, shard in zip(status.periodic, status.shards, strict=True):
+        if counts.entries:
+            leader = shard.leader.member if shard.leader else ("(unannounced)" if shard.locked else "no leader")
+            when = relative(counts.next_look_ms, now)
+            lines.append(f"  shard {counts.shard}: {number(counts.entries)}, next {when}, leader {leader}")
+    return lines
 
 
 @click.command()
