@@ -34,7 +34,12 @@ def run_entry(apps: AppFactory, overlap: str, every: float, task_seconds: float,
                  overlap=overlap)  # type: ignore[arg-type]
     time.sleep(seconds)
     periodic.disable(app, overlap)
-    time.sleep(1.5)  # let the last one finish
+
+    def settled() -> bool:  # every occurrence that fired has finished (a loaded machine is slow)
+        info = periodic.get(app, overlap)
+        return info is not None and len(spans(apps, overlap)) >= info.state.total_run_count
+
+    wait_for(settled, timeout=20, what="the fired occurrences to finish")
     return spans(apps, overlap), periodic.get(app, overlap)
 
 
