@@ -212,8 +212,9 @@ def test_a_dispatcher_with_a_skewed_clock_dispatches_on_redis_time(
     assert set(counts) == set(ids)
     assert "clock skewed by" in skewed.output
     for run in apps.executions():
-        # Not early (a fast clock would dispatch at once), not hours late (a slow clock would wait).
-        assert due[run["id"]] - 0.05 <= run["at"] <= due[run["id"]] + 2.0
+        # Not early (a fast clock would dispatch at once), not hours late (a slow clock would wait
+        # 3 h): a correctness bound, with room for a loaded machine's worker start and backlog.
+        assert due[run["id"]] - 0.05 <= run["at"] <= due[run["id"]] + 30.0
 
 
 def test_a_full_store_is_drained_not_abandoned(apps: AppFactory, redis_server: RedisServer) -> None:
