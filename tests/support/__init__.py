@@ -1,0 +1,1 @@
+"""Support code for the test suite: brokers and servers the tests start for themselves."""
