@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -77,14 +78,31 @@ class QueueInfo:
     arguments: dict[str, Any] = field(default_factory=dict)
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(avoid: set[int] | None = None) -> int:
-    """A loopback TCP port nothing listens on now (``avoid`` ports excluded)."""
-    for _ in range(100):
+    """A loopback TCP port nothing uses now (``avoid`` ports excluded).
+
+    Picked below the kernel's ephemeral range: a node restarted after ``kill()`` binds the same
+    port again, and meanwhile any outgoing connection on the machine could have been given an
+    ephemeral port, which would then be taken.
+    """
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(20000, low) if low > 21000 else random.randrange(low, 65536)
+        if avoid and port in avoid:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if not avoid or port not in avoid:
-            return port
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
     raise RuntimeError("no free loopback port")
 
 
@@ -403,13 +421,14 @@ class PrivateNode(RabbitMQ):
                 parts.append(f"--- {p.name}\n{p.read_text(errors='replace')[-chars:]}")
         return "\n".join(parts)
 
-    def start(self, timeout: float = 120.0) -> PrivateNode:
+    def start(self, timeout: float = 120.0, attempts: int = 3) -> PrivateNode:
         t0 = time.monotonic()
-        self.epmd = subprocess.Popen(
-            [self.epmd_binary, "-port", str(self.epmd_port), "-address", "127.0.0.1"],
-            env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        if self.epmd is None or self.epmd.poll() is not None:  # kept across kill() and start()
+            self.epmd = subprocess.Popen(
+                [self.epmd_binary, "-port", str(self.epmd_port), "-address", "127.0.0.1"],
+                env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         with open(self.dir / "server.out", "wb") as out:
             # Its own session: a Ctrl-C in the terminal reaches pytest, which then stops the node.
             self.process = subprocess.Popen(
@@ -421,6 +440,10 @@ class PrivateNode(RabbitMQ):
             if self.process.poll() is not None:
                 tail = self.log_tail()
                 self.stop()
+                if "eaddrinuse" in tail and attempts > 1:
+                    # Someone took one of our ports in the instant it was free (a restart keeps them).
+                    time.sleep(1.0)
+                    return self.start(timeout, attempts=attempts - 1)
                 raise RabbitMQUnavailable(f"the private node exited at start (code {self.process_rc}):\n{tail}")
             if time.monotonic() > deadline:
                 tail = self.log_tail()
