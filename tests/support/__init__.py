@@ -1,1 +1,0 @@
-"""Support code for the test suite: brokers and servers the tests start for themselves."""
