@@ -192,6 +192,18 @@ class ConfirmPublisher:
         self._next_tag = 1  # a new channel numbers its publishes from 1
         return channel
 
+    def _open_channel_alive(self) -> Any:
+        """The channel, after handling whatever the broker sent since the last batch: a
+        connection it closed meanwhile (a forced close, a restart) is noticed here, before
+        anything is written, and replaced once."""
+        channel = self._open_channel()
+        try:
+            self._drain_nowait()
+        except Exception:
+            self._forget_channel()
+            channel = self._open_channel()
+        return channel
+
     @property
     def channel(self) -> Any:
         return self._open_channel()
@@ -288,7 +300,7 @@ class ConfirmPublisher:
         started = time.monotonic()
         reached = 0  # messages before this index have a fate other than not_sent
         try:
-            channel = self._open_channel()
+            channel = self._open_channel_alive()
             conn = channel.connection
             write = conn.transport.write
             encoder = _FrameEncoder(channel.channel_id, conn.frame_max)
@@ -300,7 +312,7 @@ class ConfirmPublisher:
             mandatory, window, drain_every, coalesce = self.mandatory, self.window, self.drain_every, self.coalesce
             low_water = window // 2
             buffered: list[bytes] = []
-            buffered_bytes = 0
+            buffered_bytes = since_drain = 0
             for index, m in enumerate(messages):
                 reached = index + 1
                 props = m.properties
@@ -331,6 +343,7 @@ class ConfirmPublisher:
                     write(b"".join(buffered))
                     buffered.clear()
                     buffered_bytes = 0
+                    since_drain = drain_every  # one write is many messages: read acks after each
                 else:
                     try:
                         publish(msg, exchange=m.exchange, routing_key=m.routing_key, mandatory=mandatory)
@@ -338,11 +351,14 @@ class ConfirmPublisher:
                         self._unregister(tag)
                         result.refused[index] = exc
                         continue
+                    since_drain += 1
                 if len(pending) >= window:
                     self._wait_until(lambda: len(self._pending) <= low_water,
                                      time.monotonic() + self.confirm_timeout)
-                elif len(pending) % drain_every == 0:
+                elif since_drain >= drain_every:
+                    # Acks read as they come keep the socket's receive side from backing up.
                     self._drain_nowait()
+                    since_drain = 0
             if buffered:
                 conn.bytes_sent += 1
                 write(b"".join(buffered))

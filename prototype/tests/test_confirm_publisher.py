@@ -122,6 +122,20 @@ def test_a_large_batch_is_confirmed_with_multiple_acks(rabbitmq: RabbitMQ, publi
     assert len(publisher.publish(msgs[:10]).confirmed) == 10
 
 
+def test_a_connection_closed_between_batches_is_replaced_before_the_next(rabbitmq: RabbitMQ,
+                                                                      publisher: ConfirmPublisher) -> None:
+    queue = new_queue(rabbitmq.url, "quorum")
+    q = queue.name
+    assert len(publisher.publish([message(q, q) for _ in range(10)]).confirmed) == 10
+    first = publisher.channel.connection
+    rabbitmq.close_connections("between batches")
+    time.sleep(0.5)  # the broker's close frame is on its way
+    result = publisher.publish([message(q, q) for _ in range(10)])
+    assert (result.error, len(result.confirmed)) == (None, 10)
+    assert publisher.channel.connection is not first
+    assert rabbitmq.message_count(q) == 20
+
+
 def test_a_small_window_still_confirms_everything(rabbitmq: RabbitMQ) -> None:
     queue = new_queue(rabbitmq.url, "classic")
     msgs = task_messages(rabbitmq.url, queue, 300)
@@ -182,11 +196,11 @@ BATCH = 10000
 
 
 def _publish_until_error(url: str, queue: Queue, sent: list[list[Outgoing]], results: list[BatchResult],
-                         max_batches: int = 60) -> None:
+                         max_batches: int = 60, batch: int = BATCH) -> None:
     """Batches of fresh task messages until one fails (bounded: at most ``max_batches``)."""
     with ConfirmPublisher(Connection(url)) as pub:
         for _ in range(max_batches):
-            msgs = task_messages(url, queue, BATCH)
+            msgs = task_messages(url, queue, batch)
             sent.append(msgs)
             result = pub.publish(msgs)
             results.append(result)

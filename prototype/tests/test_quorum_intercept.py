@@ -198,7 +198,8 @@ def test_the_interception_stores_the_original_routing_and_publishes_it_when_due(
     for entry in (first, second):
         assert (entry["exchange"], entry["routing_key"], entry["queue"]) == ("zt.tasks", "zt.qq", "zt.qq")
         assert entry["headers"]["eta"] is None  # cleared in the stored form: due when published
-    due = sorted(float(score) for _, score in env.redis.zrange(store.key, 0, -1, withscores=True))
+    scored: list[tuple[bytes, float]] = env.redis.zrange(store.key, 0, -1, withscores=True)  # type: ignore[assignment]
+    due = sorted(score for _, score in scored)
     assert [round(score / 1000 - sent, 1) for score in due] == [0.5, 3.0]
     # Nothing reached RabbitMQ: no delay queues exist, the task queue is empty.
     assert not [q for q in env.rabbitmq.queues(env.vhost) if q.name.startswith("celery_delayed_")]

@@ -507,7 +507,12 @@ class PrivateNode(RabbitMQ):
         self._extra_vhosts.clear()
         self.stop()
         if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            for _ in range(20):
+                shutil.rmtree(self.dir, ignore_errors=True)
+                if not self.dir.exists():
+                    break
+                # A VM that failed to boot may still be finishing its crash dump in there.
+                time.sleep(0.25)
 
     def __enter__(self) -> PrivateNode:
         return self.start()
