@@ -1,0 +1,1 @@
+"""Prototypes for RabbitMQ support (not package code): see NOTES.md."""
