@@ -18,7 +18,8 @@ fates of the messages (:class:`~.amqp_wire.Fates`) become the :class:`PublishRep
                    queue: released to ``due`` it would come back at once and block its shard;
                    plain Celery (no ``mandatory``) drops it silently. ``celery zset dlq requeue``
                    sends it again once the binding exists.
-``refused``        ``unpublishable`` too: it cannot be encoded, and never will be.
+``refused``        ``unpublishable`` too: it cannot be encoded, or names an exchange that does not
+                   exist (a publish to it would close the channel, with the whole batch).
 =================  ==========================================================================
 
 The guard is honoured as by the Kombu publisher: the revoke records of the batch are read once
@@ -57,6 +58,10 @@ class MessageReturned(ZSetSchedulerError):
     """RabbitMQ returned a message: routed to no queue (the reason of its dead letter)."""
 
 
+class MissingExchange(ZSetSchedulerError):
+    """A message names an exchange that does not exist (the reason of its dead letter)."""
+
+
 class BrokerRefused(ZSetSchedulerError):
     """RabbitMQ nacked messages (a full queue with ``x-overflow: reject-publish``, a queue error)."""
 
@@ -84,6 +89,7 @@ class ConfirmPublisher:
         self._connection: Any = None
         self._channel: Any = None
         self._declared: set[str] = set()  # queues declared on the current channel
+        self._exchanges: set[str] = set()  # exchanges known to exist on the current channel
         self._next_tag = 1
         # Per batch: unsettled tag -> index; tags in publish order (for multiple acks); per
         # (exchange, routing key, id) the unsettled tags (a basic.return carries no tag).
@@ -120,7 +126,7 @@ class ConfirmPublisher:
         reached = 0  # messages before this index have a fate other than not_sent
         try:
             channel = self._open_channel_alive()
-            self._declare(channel, batch)
+            channel, missing = self._declare(channel, batch)
             conn = channel.connection
             encoder = FrameEncoder(channel.channel_id, conn.frame_max)
             prepare = channel.prepare_message
@@ -143,6 +149,10 @@ class ConfirmPublisher:
                         fates.held.append(index)
                         continue
                     m = item.message
+                    if m.exchange in missing:
+                        fates.refused[index] = MissingExchange(
+                            f"exchange {m.exchange!r} does not exist in RabbitMQ: declare it, then requeue")
+                        continue
                     try:
                         msg = self._message(prepare, item)
                         frames = encoder.publish(m.exchange, m.routing_key, self.mandatory, msg)
@@ -226,7 +236,7 @@ class ConfirmPublisher:
         channel.events["basic_nack"].add(self._on_nack)
         channel.events["basic_return"].add(self._on_return)
         self._channel = channel
-        self._declared = set()
+        self._declared, self._exchanges = set(), set()
         self._next_tag = 1  # a new channel numbers its publishes from 1
         return channel
 
@@ -241,18 +251,37 @@ class ConfirmPublisher:
             channel = self._open_channel()
         return channel
 
-    def _declare(self, channel: Any, batch: Sequence[Outgoing]) -> None:
+    def _declare(self, channel: Any, batch: Sequence[Outgoing]) -> tuple[Any, set[str]]:
         """Declare the batch's queues as Celery would (its ``Queue``, or the one Celery creates for
-        a missing queue), once per channel. A queue that exists with other arguments (declared by
-        its owner) is used as it is: the refusal closed the channel, which is opened again."""
+        a missing queue), once per channel; a queue that exists with other arguments (declared by
+        its owner) is used as it is. Then check that every other exchange exists: a publish to a
+        missing one would make the broker close the channel, taking the whole batch with it.
+        Returns the channel (a refusal closes it: it is opened again) and the missing exchanges."""
         for name in sorted({o.message.queue for o in batch if o.message.queue} - self._declared):
+            queue = self.queue(name)
             try:
-                self.queue(name)(channel).declare()
+                queue(channel).declare()
             except self.connection.channel_errors as exc:
                 log_event(logging.WARNING, "queue.declare_refused", queue=name, error=str(exc))
-                self._channel = None
-                channel = self._open_channel()
+                channel = self._reopen()
             self._declared.add(name)
+            if queue.exchange is not None and queue.exchange.name:
+                self._exchanges.add(queue.exchange.name)
+        missing: set[str] = set()
+        for name in sorted({o.message.exchange for o in batch if o.message.exchange} - self._exchanges):
+            try:
+                channel.exchange_declare(exchange=name, type="direct", passive=True)
+                self._exchanges.add(name)
+            except self.connection.channel_errors as exc:
+                if getattr(exc, "code", None) != 404:
+                    raise
+                missing.add(name)
+                channel = self._reopen()
+        return channel, missing
+
+    def _reopen(self) -> Any:
+        self._channel = None
+        return self._open_channel()
 
     def queue(self, name: str) -> Any:
         found = self.app.amqp.queues.get(name)
