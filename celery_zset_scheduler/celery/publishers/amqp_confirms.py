@@ -48,7 +48,7 @@ from kombu.entity import Exchange, Queue
 from ...dispatch.handoff import Guard, Outgoing, PublishReport
 from ...errors import ZSetSchedulerError
 from ...model.logs import log_event
-from .amqp_wire import ENCODING_ERRORS, Fates, FrameEncoder, Returned, check_expiration
+from .amqp_wire import ENCODING_ERRORS, Fates, FrameEncoder, PropertyEncoder, Returned, check_expiration
 from .envelope import kombu_expiration, outgoing
 
 _DELIVERY_MODES = {"transient": 1, "persistent": 2}
@@ -90,6 +90,7 @@ class ConfirmPublisher:
         self._channel: Any = None
         self._declared: set[str] = set()  # queues declared on the current channel
         self._exchanges: set[str] = set()  # exchanges known to exist on the current channel
+        self._property_encoder = PropertyEncoder()
         self._next_tag = 1
         # Per batch: unsettled tag -> index; tags in publish order (for multiple acks); per
         # (exchange, routing key, id) the unsettled tags (a basic.return carries no tag).
@@ -128,8 +129,7 @@ class ConfirmPublisher:
             channel = self._open_channel_alive()
             channel, missing = self._declare(channel, batch)
             conn = channel.connection
-            encoder = FrameEncoder(channel.channel_id, conn.frame_max)
-            prepare = channel.prepare_message
+            encoder = FrameEncoder(channel.channel_id, conn.frame_max, self._property_encoder)
             buffered: list[bytes] = []
             size = since_drain = 0
             ours: dict[int, bool] = {}  # shard -> lease still ours, checked again before each write
@@ -154,8 +154,8 @@ class ConfirmPublisher:
                             f"exchange {m.exchange!r} does not exist in RabbitMQ: declare it, then requeue")
                         continue
                     try:
-                        msg = self._message(prepare, item)
-                        frames = encoder.publish(m.exchange, m.routing_key, self.mandatory, msg)
+                        frames = encoder.publish(m.exchange, m.routing_key, self.mandatory, m.body,
+                                                 self._properties(item))
                     except ENCODING_ERRORS as exc:  # nothing written: the batch goes on
                         fates.refused[index] = exc
                         continue
@@ -192,17 +192,19 @@ class ConfirmPublisher:
             self._fates = None
         return fates
 
-    def _message(self, prepare: Callable[..., Any], item: Outgoing) -> Any:
-        """The py-amqp message Kombu's ``Producer.publish`` would build for the stored message."""
+    def _properties(self, item: Outgoing) -> dict[str, Any]:
+        """The AMQP properties Kombu's ``Producer.publish`` would give the stored message."""
         m = item.message
         headers, properties, expiration = outgoing(m)
-        priority = properties.pop("priority", None)
-        mode = properties.pop("delivery_mode", None)
+        mode = properties.get("delivery_mode")
         properties["delivery_mode"] = _DELIVERY_MODES.get(mode, mode) if mode is not None else 2
         if expiration is not None:
             properties["expiration"] = kombu_expiration(expiration)
         check_expiration(properties.get("expiration"))
-        return prepare(m.body, priority, m.content_type, m.content_encoding, headers, properties)
+        properties["content_type"] = m.content_type
+        properties["content_encoding"] = m.content_encoding
+        properties["application_headers"] = headers
+        return properties
 
     def _register(self, index: int, exchange: str, routing_key: str, task_id: str) -> None:
         tag = self._next_tag
