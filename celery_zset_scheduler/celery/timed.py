@@ -38,7 +38,7 @@ from .state import installation_for
 #: Kombu's native delayed delivery: the exchanges a delayed message travels through, and the
 #: prefix of 28 delay bits it puts before the routing key (kombu.transport.native_delayed_delivery).
 DELAY_EXCHANGES = frozenset({"celery_delayed_delivery", "celery_delayed_27"})
-_DELAY_PREFIX = re.compile(r"^(?:[01]\.){28}")
+DELAY_PREFIX = re.compile(r"^(?:[01]\.){28}")
 
 
 def wrap_send_task(app: Any, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -83,6 +83,6 @@ def undelayed(options: dict[str, Any]) -> None:
     options.pop("exchange_type", None)
     key = options.get("routing_key")
     if isinstance(key, str):
-        options["routing_key"] = _DELAY_PREFIX.sub("", key, count=1)
+        options["routing_key"] = DELAY_PREFIX.sub("", key, count=1)
     if not options.get("routing_key"):
         options.pop("routing_key", None)

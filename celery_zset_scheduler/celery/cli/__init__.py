@@ -8,11 +8,12 @@ from .dlq import dlq
 from .docs import docs
 from .doctor import doctor
 from .group import zset
+from .import_eta import import_eta
 from .pending import ls, show
 from .run import run
 from .status import status
 
-for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, bench, docs):
+for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, bench, docs, import_eta):
     zset.add_command(command)
 
 __all__ = ["zset"]
