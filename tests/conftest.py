@@ -17,6 +17,8 @@ from celery_zset_scheduler.testing import RedisServer
 from .support.helpers import AppFactory
 from .support.rabbitmq import rabbitmq_fixture, rabbitmq_url_fixture
 
+pytest_plugins = ("pytester",)  # the pytest plugin's own tests run pytest as a user would
+
 # One private RabbitMQ for the whole session (its own node, else a vhost; started when first asked for).
 rabbitmq = rabbitmq_fixture()
 rabbitmq_url = rabbitmq_url_fixture()
