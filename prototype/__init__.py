@@ -1,1 +1,0 @@
-"""Prototypes for RabbitMQ support (not package code): see NOTES.md."""
