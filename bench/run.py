@@ -26,6 +26,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="own redis-servers to start")
     p.add_argument("--store-url", help="benchmark against this store Redis instead of our own")
     p.add_argument("--broker-url", help="and this broker (default: --store-url with db+1)")
+    p.add_argument("--rabbitmq", default="auto", metavar="auto|off|URL",
+                   help="RabbitMQ figures: auto starts a node of our own (skipped, with the reason, when "
+                        "none can be started), off skips them, or an amqp:// URL to use")
+    p.add_argument("--rabbitmq-dispatch", type=int, default=50_000,
+                   help="due tasks drained into RabbitMQ per queue type (default 50,000)")
+    p.add_argument("--only-rabbitmq", action="store_true", help="only the RabbitMQ figures")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--save", metavar="PATH", help="also write the JSON report to PATH")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -37,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(
         size=args.size, calls=min(args.calls, args.size), dispatch=min(args.dispatch, args.size),
         raw=min(100_000, args.size), stream_rate=args.stream_rate, stream_seconds=args.stream_seconds,
-        servers=args.servers, periodic=args.periodic,
+        servers=args.servers, periodic=args.periodic, rabbitmq=args.rabbitmq,
+        rabbitmq_dispatch=args.rabbitmq_dispatch, only_rabbitmq=args.only_rabbitmq,
     )
     target = None
     if args.store_url:

@@ -220,6 +220,12 @@ class Settings:
         50_000, _int(1, 10_000_000),
         "Most revoke records kept (spread over the shards; the ones closest to expiry go first).",
     )
+    amqp_confirms: bool = _opt(
+        True, _bool,
+        "With a RabbitMQ broker (py-amqp), dispatchers publish with publisher confirms, in batches: "
+        "a task leaves the store only once RabbitMQ confirmed it. `False`: one Kombu publish a "
+        "message, counted when written.",
+    )
     metrics_port: int | None = _opt(
         None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."
     )

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real redis-server for the session, a clean store per test, Celery apps."""
+"""Shared fixtures: a real redis-server and a private RabbitMQ for the session, a clean store per
+test, Celery apps."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer
 
 from .support.helpers import AppFactory
+from .support.rabbitmq import rabbitmq_fixture, rabbitmq_url_fixture
+
+pytest_plugins = ("pytester",)  # the pytest plugin's own tests run pytest as a user would
+
+# One private RabbitMQ for the whole session (its own node, else a vhost; started when first asked for).
+rabbitmq = rabbitmq_fixture()
+rabbitmq_url = rabbitmq_url_fixture()
 
 
 @pytest.fixture(scope="session")

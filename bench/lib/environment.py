@@ -114,16 +114,17 @@ def _make_app(name: str, broker_url: str, queue: str, conf: dict[str, Any]) -> C
 
 
 def make_env(store_url: str, broker_url: str, *, shards: int = 8, topology: str = "",
-             conf: dict[str, Any] | None = None) -> BenchEnv:
+             conf: dict[str, Any] | None = None, both: dict[str, Any] | None = None) -> BenchEnv:
+    """``conf`` is for our app only, ``both`` for both apps (their queue's declaration, say)."""
     token = secrets.token_hex(3)
     queue, prefix = f"zbench.{token}", f"zbench-{token}"
     settings = {
         "zset_scheduler_url": store_url, "zset_scheduler_prefix": prefix,
-        "zset_scheduler_shards": shards, **(conf or {}),
+        "zset_scheduler_shards": shards, **(both or {}), **(conf or {}),
     }
     ours = _make_app("zbench-ours", broker_url, queue, settings)
     install(ours)
-    plain = _make_app("zbench-plain", broker_url, queue, {})
+    plain = _make_app("zbench-plain", broker_url, queue, dict(both or {}))
     return BenchEnv(ours, plain, store_url, broker_url, queue, prefix, shards, topology)
 
 

@@ -31,6 +31,9 @@ class Options:
     stream_seconds: float = 20.0
     servers: int = 1  # our own Redis: one server (store db 0, broker db 1) or two
     periodic: int = 100_000  # periodic entries all firing in the same minute (0: skip those figures)
+    rabbitmq: str = "auto"  # "auto": a RabbitMQ node of our own; "off"; or an amqp:// URL
+    rabbitmq_dispatch: int = 50_000  # due tasks drained into RabbitMQ, per queue type
+    only_rabbitmq: bool = False
 
 
 Target = Any  # None (start our own Redis), a Celery app, or a (store_url, broker_url) pair
@@ -73,6 +76,16 @@ def _timed(say: Callable[[str], None], what: str) -> Callable[[], None]:
 
 
 def _run(env: BenchEnv, opts: Options, report: Report, say: Callable[[str], None]) -> None:
+    if not opts.only_rabbitmq:
+        _redis_figures(env, opts, report, say)
+    if opts.rabbitmq != "off":
+        from .rabbitmq import rabbitmq_figures
+
+        rabbitmq_figures(env.store_url, report, url=None if opts.rabbitmq == "auto" else opts.rabbitmq,
+                         count=min(opts.rabbitmq_dispatch, opts.size), calls=opts.calls, say=say)
+
+
+def _redis_figures(env: BenchEnv, opts: Options, report: Report, say: Callable[[str], None]) -> None:
     done = _timed(say, f"plain apply_async() x{opts.calls:,}")
     plain = scheduling.apply_async(env.plain, opts.calls, None)
     env.purge_queue()

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..dispatch.config import DispatcherConfig
 from ..dispatch.generic import generic
+from ..dispatch.handoff import Publisher
 from ..dispatch.loop import Dispatcher
 from ..dispatch.observer import Observer, Observers
 from ..dispatch.periodic import periodic_step
@@ -21,6 +22,7 @@ from .messages import MessageCheck
 from .periodic_config import preparer
 from .periodic_entries import config_entries
 from .periodic_planner import CeleryPlanner
+from .publishers.amqp_confirms import ConfirmPublisher
 from .publishers.kombu import KombuPublisher
 from .revokes import mark_revoked
 from .state import ensure_installation
@@ -57,7 +59,7 @@ def build_dispatcher(
     planner = CeleryPlanner(app, s, preparer(app, config_entries(app)))
     dispatcher = Dispatcher(
         inst.store, config=config, member_id=member_id, pinned=pinned, dead_letters=inst.dead_letters,
-        observer=observer, handoff=generic(KombuPublisher(app), check=MessageCheck(s.accept_content),
+        observer=observer, handoff=generic(publisher_for(app), check=MessageCheck(s.accept_content),
                                            revoked=lambda ids: mark_revoked(app, ids)),
         periodic=periodic_step(planner),
     )
@@ -66,3 +68,21 @@ def build_dispatcher(
         metrics.follow(dispatcher)
         log_event(logging.INFO, "metrics.serving", addr=s.metrics_addr, port=bound, dispatcher=dispatcher.member_id)
     return dispatcher
+
+
+def publisher_for(app: Any) -> Publisher:
+    """The publisher for the app's broker: batched publisher confirms for RabbitMQ through py-amqp
+    (unless ``zset_scheduler_amqp_confirms`` is off), Kombu's producer for any other."""
+    s = ensure_installation(app).settings
+    if s.amqp_confirms and uses_py_amqp(app):
+        # Confirms are waited for well inside the in-flight lease and the shard lease.
+        timeout = max(1.0, min(s.inflight_timeout, s.lock_timeout) / 2)
+        return ConfirmPublisher(app, confirm_timeout=timeout)
+    return KombuPublisher(app)
+
+
+def uses_py_amqp(app: Any) -> bool:
+    """Whether the app's broker (for writing) is RabbitMQ through py-amqp (no connection is made)."""
+    with app.connection_for_write() as conn:
+        transport = conn.transport
+    return getattr(transport, "driver_type", None) == "amqp" and getattr(transport, "driver_name", None) == "py-amqp"

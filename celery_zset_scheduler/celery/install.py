@@ -2,7 +2,9 @@
 
 It points ``app.amqp_cls``/``app.control_cls`` at subclasses (of Celery's classes, or of the
 user's own) before they are instantiated, so installing reads no configuration and opens no
-connection: the wrapped sender is built when Celery first builds its own. It connects the
+connection: the wrapped sender is built when Celery first builds its own. It wraps the app's
+``send_task`` (:mod:`.timed`: a timed send the store takes reaches Celery as an untimed one, so
+RabbitMQ quorum queues' native delayed delivery never rewrites it). It connects the
 worker-side signal handlers (:mod:`.worker_side`), which act only for installed apps.
 """
 
@@ -19,6 +21,7 @@ from . import periodic_worker, reports, worker_side
 from .revokes import revoke_for_command
 from .sender import wrap_sender
 from .state import Installation, ensure_installation
+from .timed import wrap_send_task
 from .worker_revokes import RevokedSet
 
 if TYPE_CHECKING:
@@ -55,6 +58,8 @@ def install(app: Celery, **overrides: Any) -> Installation:
     else:
         app.control_cls = _subclass(app.control_cls, _DEFAULT_CONTROL, _OURS_CONTROL, ZSetControlMixin)
     app.steps["worker"].add(RevokedSet)  # the worker's revoked set follows the store's records
+    if "send_task" not in app.__dict__:  # timed sends the store takes skip Celery's timed path
+        app.send_task = wrap_send_task(app, app.send_task)
     return inst
 
 

@@ -7,9 +7,11 @@ time. Everything else goes to the original sender untouched. ``before_task_publi
 ``after_task_publish`` fire as they do for a published task, so stamping and tracing hooks see the
 same message.
 
-Two options reach the sender from the caller explicitly: ``zset_template`` (a callable that gets
+Options reach the sender from the caller explicitly: ``zset_template`` (a callable that gets
 the stored form instead of the store: bulk scheduling builds one message the normal way and uses
-it as a template) and ``zset_outcome`` (a list the store's answer is appended to).
+it as a template), ``zset_outcome`` (a list the store's answer is appended to) and ``zset_due``
+(the ``eta`` header of a timed send that the ``send_task`` wrapper, :mod:`.timed`, sent to Celery
+as an untimed one: it is written into the message, which is then stored).
 
 The store write follows Celery's publish retry options as a broker publish does: ``retry``
 (default ``task_publish_retry``) and ``retry_policy`` merged over ``task_publish_retry_policy``;
@@ -53,10 +55,13 @@ def wrap_sender(app: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         inst = installation_for(app)
         headers = message[0]
         template: Template | None = options.pop(names.TEMPLATE_OPTION, None)
+        due: str | None = options.pop(names.DUE_OPTION, None)
         if inst is None:
             return original(producer, name, message, **_without_ours(options))
         if not _is_protocol_2(message):
             return _protocol_1(app, inst, original, producer, name, message, template, options)
+        if due is not None:  # the send_task wrapper already decided: the store takes it
+            _write_eta(message, due)
         if headers.get("retries"):
             _carry_first_failure(app, headers)
         if template is not None:
@@ -65,7 +70,7 @@ def wrap_sender(app: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         if not eta:
             return original(producer, name, message, **_without_ours(options))
         due_ms = eta_to_ms(app, eta)
-        if not _stores(inst, headers, due_ms):
+        if due is None and not stores(inst, headers.get("retries"), due_ms):
             return original(producer, name, message, **_without_ours(options))
         return store_message(app, inst, name, message, due_ms, **options)
 
@@ -77,11 +82,20 @@ def _without_ours(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k not in names.OPTIONS}
 
 
-def _stores(inst: Installation, fields: dict[str, Any], due_ms: int) -> bool:
-    """Retries always wait in the store; only first sends honour min_countdown."""
-    if fields.get("retries"):
+def stores(inst: Installation, retries: Any, due_ms: int) -> bool:
+    """Whether the store takes a send due at ``due_ms``: retries always wait in the store; only
+    first sends honour min_countdown."""
+    if retries:
         return True
     return due_ms - time.time() * 1000 >= inst.settings.min_countdown * 1000
+
+
+def _write_eta(message: Any, eta: str) -> None:
+    """The ``eta`` Celery would have written into the headers and the task-sent event."""
+    message[0]["eta"] = eta
+    sent_event = message[3]
+    if isinstance(sent_event, dict):
+        sent_event["eta"] = eta
 
 
 def _is_protocol_2(message: Any) -> bool:
@@ -95,7 +109,7 @@ def _protocol_1(app: Any, inst: Installation, original: Callable[..., Any], prod
     usual; a send the store would take is refused instead of waiting in worker memory."""
     body = message[2]
     eta = body.get("eta") if isinstance(body, dict) else None
-    if template is None and (not eta or not _stores(inst, body, eta_to_ms(app, eta))):
+    if template is None and (not eta or not stores(inst, body.get("retries"), eta_to_ms(app, eta))):
         return original(producer, name, message, **_without_ours(options))
     raise ConfigurationError(
         f"cannot store task {name!r}: celery-zset-scheduler needs Celery's task protocol 2 (the "

@@ -12,7 +12,7 @@ Each step returns what the next one needs:
 4. **publish** through a :class:`~.handoff.Publisher`, which checks each shard's lease and the
    revoke records of the batch at the moment of hand-off (:class:`LeaseGuard`);
 5. **settle the report**: refused messages dead-lettered, published ones counted and acked (with
-   the next claim), lapsed and unpublished ones released to ``due``, revoked ones dropped.
+   the next claim), lapsed, unconfirmed and unpublished ones released to ``due``, revoked ones dropped.
 
 Entries with a revoke record are dropped by the claim script itself (I10); the ``revoked`` hook
 hears of every id dropped either way.
@@ -277,13 +277,17 @@ class GenericHandOff:
         refused = [(items[i], exc) for i, exc in sorted(report.unpublishable.items())]
         lapsed = [items[i].entry for i in sorted(report.lapsed)]
         revoked = [items[i].entry for i in sorted(report.revoked)]
-        held_back = report.lapsed | report.revoked
+        unconfirmed = [items[i].entry for i in sorted(report.unconfirmed)]
+        held_back = report.lapsed | report.revoked | report.unconfirmed
         published = [i.entry for n, i in enumerate(handled) if n not in report.unpublishable and n not in held_back]
         if refused:
             self._dead_letter_unpublishable(refused)
         if lapsed:
             log_event(logging.WARNING, "batch.abandoned", shards=sorted({e.shard for e in lapsed}),
                       count=len(lapsed), reason="lease_lapsed_at_handoff")
+        if unconfirmed:  # the broker may or may not have them: published again (at-least-once)
+            log_event(logging.WARNING, "batch.unconfirmed", shards=sorted({e.shard for e in unconfirmed}),
+                      count=len(unconfirmed), error=describe(report.error) if report.error else None)
         if revoked:  # forgotten like published ones (the revoke already removed them from flight)
             self._to_ack.extend(revoked)
             for shard in sorted({e.shard for e in revoked}):
@@ -296,7 +300,8 @@ class GenericHandOff:
             self.env.meter.add(per_shard)
             self.env.observer.published(per_shard, [redis_now - e.due_ms for e in published], done - started)
         self._to_ack.extend(published)
-        self._release(lapsed + [i.entry for i in items[report.published:]] if report.error is not None else lapsed)
+        rest = [i.entry for i in items[report.published:]] if report.error is not None else []
+        self._release(lapsed + unconfirmed + rest)
 
     def _dead_letter_unpublishable(self, refused: list[tuple[Item, BaseException]]) -> None:
         """A message the broker (or Kombu) refuses for a reason of its own would block its shard

@@ -33,14 +33,17 @@ class PublishReport:
     the ``unpublishable`` indexes were refused for a reason of their own (they never will be
     published, so they are dead-lettered) and the ``lapsed`` ones were held back because their
     shard's lease lapsed at the moment of hand-off (they go back to ``due``); the ``revoked`` ones
-    were held back because they were revoked since their claim (they are dropped); ``error`` is an
-    outage that stopped the rest."""
+    were held back because they were revoked since their claim (they are dropped); the
+    ``unconfirmed`` ones were handed over but the broker did not confirm them (a publisher with
+    confirms: they go back to ``due`` and may be published twice); ``error`` is an outage that
+    stopped the rest (or made the broker refuse some), and makes the dispatcher back off."""
 
     published: int
     error: BaseException | None = None
     unpublishable: dict[int, BaseException] = field(default_factory=dict)
     lapsed: frozenset[int] = frozenset()
     revoked: frozenset[int] = frozenset()
+    unconfirmed: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,12 @@ REPLACE_OPTION = "zset_replace"
 TEMPLATE_OPTION = "zset_template"
 #: A :class:`list` the sender appends the store's answer to (the caller wants the existing handle).
 OUTCOME_OPTION = "zset_outcome"
+#: The ``eta`` header of a timed send the store takes, computed by the ``send_task`` wrapper, which
+#: then sends the task without countdown/eta (so Celery routes it as an immediate task and applies
+#: no native delayed delivery); the sender writes it into the message and stores it.
+DUE_OPTION = "zset_due"
 #: Every option above: removed before a message goes to the broker's own sender.
-OPTIONS = (IDEMPOTENCY_KEY_OPTION, REPLACE_OPTION, TEMPLATE_OPTION, OUTCOME_OPTION)
+OPTIONS = (IDEMPOTENCY_KEY_OPTION, REPLACE_OPTION, TEMPLATE_OPTION, OUTCOME_OPTION, DUE_OPTION)
 
 #: Properties a transport adds on delivery; not part of the message as it was sent.
 TRANSPORT_PROPERTIES = ("delivery_info", "delivery_tag", "body_encoding")

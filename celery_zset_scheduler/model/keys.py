@@ -160,6 +160,10 @@ class KeySpace:
     def shard(self, shard: int) -> ShardKeys:
         return self._shards[shard]
 
+    def imported(self, shard: int) -> str:
+        """HASH id -> due ms of every id ``celery zset import-eta`` moved into the shard (expires)."""
+        return f"{{{self.prefix}:{shard}}}:imported"
+
     def shard_of(self, routing: str) -> int:
         """Stable shard of a task id (or idempotency key): the same on every host and Python."""
         return zlib.crc32(routing.encode("utf-8")) % self.shards

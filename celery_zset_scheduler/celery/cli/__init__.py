@@ -9,12 +9,14 @@ from .docs import docs
 from .doctor import doctor
 from .group import zset
 from .import_beat import import_beat
+from .import_eta import import_eta
 from .pending import ls, show
 from .periodic import periodic
 from .run import run
 from .status import status
 
-for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, periodic, import_beat, bench, docs):
+for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, periodic, import_beat, import_eta, bench,
+                docs):
     zset.add_command(command)
 
 __all__ = ["zset"]

@@ -1,0 +1,382 @@
+"""Publishing to RabbitMQ (py-amqp) with publisher confirms, in batches.
+
+A message counts as handed off (acked in the store) only once RabbitMQ confirmed it. The whole
+batch is written on one confirm-mode channel of the publisher's own connection, coalesced into
+writes of about ``write_bytes`` (:mod:`.amqp_wire`), acks are read while writing (without blocking)
+and then waited for; an ack with ``multiple=True`` settles every earlier delivery tag at once. The
+fates of the messages (:class:`~.amqp_wire.Fates`) become the :class:`PublishReport`:
+
+=================  ==========================================================================
+``confirmed``      published (acked with the next claim)
+``unconfirmed``,   not published: back to ``due`` and published again. An unconfirmed message
+``not_sent``,      may already be in the queue (measured after a cut connection: every confirmed
+``nacked``         message is in the queue, and some unconfirmed ones): at-least-once, within
+                   I2's bound, each entry goes out once per claim. A nack or an outage also
+                   makes the dispatcher back off (``error``) instead of claiming them at once.
+``returned``       ``unpublishable``: dead-lettered with the broker's reason. A ``mandatory``
+                   message routed to no queue is routed nowhere again until someone binds a
+                   queue: released to ``due`` it would come back at once and block its shard;
+                   plain Celery (no ``mandatory``) drops it silently. ``celery zset dlq requeue``
+                   sends it again once the binding exists.
+``refused``        ``unpublishable`` too: it cannot be encoded, or names an exchange that does not
+                   exist (a publish to it would close the channel, with the whole batch).
+=================  ==========================================================================
+
+The guard is honoured as by the Kombu publisher: the revoke records of the batch are read once
+every ``check_every`` messages, before they are written (a revoked message is held back, I10), and
+each shard's lease is checked right before each write (a lapsed shard's messages are held back and
+go back to ``due``), so a dispatcher paused past its lease publishes at most the one write it was
+making. The queues of the batch are declared first, as Celery declares them.
+
+The publisher owns its connection (``app.connection_for_write()``: ``broker_write_url`` if set):
+the dispatcher's thread is its only user. A connection the broker closed (an outage, a forced
+close) is noticed before the next batch and replaced; connecting is tried once per pass, so an
+outage is waited out by the dispatcher's backoff, with its heartbeats going on.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kombu.entity import Exchange, Queue
+
+from ...dispatch.handoff import Guard, Outgoing, PublishReport
+from ...errors import ZSetSchedulerError
+from ...model.logs import log_event
+from .amqp_wire import ENCODING_ERRORS, Fates, FrameEncoder, PropertyEncoder, Returned, check_expiration
+from .envelope import kombu_expiration, outgoing
+
+_DELIVERY_MODES = {"transient": 1, "persistent": 2}
+
+
+class MessageReturned(ZSetSchedulerError):
+    """RabbitMQ returned a message: routed to no queue (the reason of its dead letter)."""
+
+
+class MissingExchange(ZSetSchedulerError):
+    """A message names an exchange that does not exist (the reason of its dead letter)."""
+
+
+class BrokerRefused(ZSetSchedulerError):
+    """RabbitMQ nacked messages (a full queue with ``x-overflow: reject-publish``, a queue error)."""
+
+
+class ConfirmTimeout(TimeoutError):
+    """Some messages were neither acked nor nacked within the confirm timeout."""
+
+
+class ConfirmPublisher:
+    """``window`` bounds the messages written and not yet settled; ``confirm_timeout`` how long a
+    batch waits for its last confirms (keep it well inside the in-flight lease)."""
+
+    mandatory = True
+
+    def __init__(self, app: Any, *, window: int = 5000, confirm_timeout: float = 10.0,
+                 write_bytes: int = 64 * 1024, check_every: int = 1000, drain_every: int = 256) -> None:
+        if window < 1 or check_every < 1:
+            raise ValueError("window and check_every must be at least 1")
+        self.app = app
+        self.window = window
+        self.confirm_timeout = confirm_timeout
+        self.write_bytes = write_bytes
+        self.check_every = check_every
+        self.drain_every = drain_every
+        self._connection: Any = None
+        self._channel: Any = None
+        self._declared: set[str] = set()  # queues declared on the current channel
+        self._exchanges: set[str] = set()  # exchanges known to exist on the current channel
+        self._property_encoder = PropertyEncoder()
+        self._next_tag = 1
+        # Per batch: unsettled tag -> index; tags in publish order (for multiple acks); per
+        # (exchange, routing key, id) the unsettled tags (a basic.return carries no tag).
+        self._pending: dict[int, int] = {}
+        self._order: collections.deque[int] = collections.deque()
+        self._by_key: dict[tuple[str, str, str | None], collections.deque[int]] = {}
+        self._returned: dict[int, Returned] = {}
+        self._fates: Fates | None = None
+
+    # -- the Publisher protocol ------------------------------------------------------------------
+
+    def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport:
+        lapsed: set[int] = set()
+        revoked: set[int] = set()
+        fates = self.publish_fates(batch, guard, lapsed, revoked)
+        unpublishable: dict[int, BaseException] = dict(fates.refused)
+        for i, r in fates.returned.items():
+            unpublishable[i] = MessageReturned(
+                f"RabbitMQ returned the message ({r.reply_code} {r.reply_text}): exchange {r.exchange!r} "
+                f"routes routing key {r.routing_key!r} to no queue; bind a queue, then requeue it")
+        again = frozenset([*fates.unconfirmed, *fates.not_sent, *fates.nacked])
+        error = fates.error
+        if error is None and fates.nacked:
+            error = BrokerRefused(f"RabbitMQ refused (nacked) {len(fates.nacked)} of {len(batch)} messages")
+        return PublishReport(len(batch), error, unpublishable, frozenset(lapsed), frozenset(revoked), again)
+
+    # -- one batch -------------------------------------------------------------------------------
+
+    def publish_fates(self, batch: Sequence[Outgoing], guard: Guard, lapsed: set[int], revoked: set[int]) -> Fates:
+        """Publish ``batch`` and wait for its confirms; never raises for a broker failure (it is
+        ``fates.error``, and the messages it concerns are ``unconfirmed``/``not_sent``)."""
+        fates = self._fates = Fates(len(batch))
+        self._reset_batch()
+        reached = 0  # messages before this index have a fate other than not_sent
+        try:
+            channel = self._open_channel_alive()
+            channel, missing = self._declare(channel, batch)
+            conn = channel.connection
+            encoder = FrameEncoder(channel.channel_id, conn.frame_max, self._property_encoder)
+            buffered: list[bytes] = []
+            size = since_drain = 0
+            ours: dict[int, bool] = {}  # shard -> lease still ours, checked again before each write
+            for start in range(0, len(batch), self.check_every):
+                chunk = batch[start:start + self.check_every]
+                revoked.update(start + n for n in guard.revoked(chunk))
+                for index, item in enumerate(chunk, start):
+                    reached = index + 1
+                    if index in revoked:
+                        fates.held.append(index)
+                        continue
+                    held = ours.get(item.shard)
+                    if held is None:
+                        held = ours[item.shard] = guard.still_ours(item.shard)
+                    if not held:
+                        lapsed.add(index)
+                        fates.held.append(index)
+                        continue
+                    m = item.message
+                    if m.exchange in missing:
+                        fates.refused[index] = MissingExchange(
+                            f"exchange {m.exchange!r} does not exist in RabbitMQ: declare it, then requeue")
+                        continue
+                    try:
+                        frames = encoder.publish(m.exchange, m.routing_key, self.mandatory, m.body,
+                                                 self._properties(item))
+                    except ENCODING_ERRORS as exc:  # nothing written: the batch goes on
+                        fates.refused[index] = exc
+                        continue
+                    self._register(index, m.exchange, m.routing_key, m.task_id)
+                    buffered.append(frames)
+                    size += len(frames)
+                    if size < self.write_bytes and len(self._pending) < self.window:
+                        continue
+                    self._write(conn, buffered)
+                    size, since_drain = 0, since_drain + len(buffered)
+                    buffered.clear()
+                    ours.clear()
+                    if len(self._pending) >= self.window:
+                        low = self.window // 2
+                        self._wait_until(lambda low=low: len(self._pending) <= low)  # type: ignore[misc]
+                    elif since_drain >= self.drain_every:
+                        self._drain_nowait()  # keeps the socket's receive side from backing up
+                        since_drain = 0
+            if buffered:
+                self._write(conn, buffered)
+            self._wait_until(lambda: not self._pending)
+        except Exception as exc:  # connection or channel errors, a confirm timeout, the store (revokes)
+            fates.error = exc
+            self._forget_channel()
+        finally:
+            for tag, index in self._pending.items():
+                returned = self._returned.get(tag)
+                if returned is not None:  # returned, its ack lost: still certainly not enqueued
+                    fates.returned[index] = returned
+                else:
+                    fates.unconfirmed.append(index)
+            fates.not_sent.extend(range(reached, len(batch)))
+            self._reset_batch()
+            self._fates = None
+        return fates
+
+    def _properties(self, item: Outgoing) -> dict[str, Any]:
+        """The AMQP properties Kombu's ``Producer.publish`` would give the stored message."""
+        m = item.message
+        headers, properties, expiration = outgoing(m)
+        mode = properties.get("delivery_mode")
+        properties["delivery_mode"] = _DELIVERY_MODES.get(mode, mode) if mode is not None else 2
+        if expiration is not None:
+            properties["expiration"] = kombu_expiration(expiration)
+        check_expiration(properties.get("expiration"))
+        properties["content_type"] = m.content_type
+        properties["content_encoding"] = m.content_encoding
+        properties["application_headers"] = headers
+        return properties
+
+    def _register(self, index: int, exchange: str, routing_key: str, task_id: str) -> None:
+        tag = self._next_tag
+        self._next_tag = tag + 1
+        self._pending[tag] = index
+        self._order.append(tag)
+        # A Celery message's correlation_id, header id and message id are all the task id.
+        self._by_key.setdefault((exchange, routing_key, task_id), collections.deque()).append(tag)
+
+    def _write(self, conn: Any, buffered: list[bytes]) -> None:
+        conn.bytes_sent += 1  # what py-amqp's writer counts (its heartbeats look at it)
+        conn.transport.write(b"".join(buffered))
+
+    # -- connection and channel ------------------------------------------------------------------
+
+    @property
+    def connection(self) -> Any:
+        if self._connection is None:
+            self._connection = self.app.connection_for_write()
+        return self._connection
+
+    def _open_channel(self) -> Any:
+        if self._channel is not None and self._channel.is_open:
+            return self._channel
+        conn = self.connection
+        # One attempt per host: the dispatcher's backoff waits out an outage, heartbeats going on.
+        conn.ensure_connection(max_retries=max(0, len(getattr(conn, "alt", ()) or ()) - 1))
+        channel = conn.channel()
+        channel.confirm_select()
+        channel.events["basic_ack"].add(self._on_ack)
+        channel.events["basic_nack"].add(self._on_nack)
+        channel.events["basic_return"].add(self._on_return)
+        self._channel = channel
+        self._declared, self._exchanges = set(), set()
+        self._next_tag = 1  # a new channel numbers its publishes from 1
+        return channel
+
+    def _open_channel_alive(self) -> Any:
+        """The channel, after reading what the broker sent since the last batch: a connection it
+        closed meanwhile is noticed here, before anything is written, and replaced once."""
+        channel = self._open_channel()
+        try:
+            self._drain_nowait()
+        except Exception:
+            self._forget_channel()
+            channel = self._open_channel()
+        return channel
+
+    def _declare(self, channel: Any, batch: Sequence[Outgoing]) -> tuple[Any, set[str]]:
+        """Declare the batch's queues as Celery would (its ``Queue``, or the one Celery creates for
+        a missing queue), once per channel; a queue that exists with other arguments (declared by
+        its owner) is used as it is. Then check that every other exchange exists: a publish to a
+        missing one would make the broker close the channel, taking the whole batch with it.
+        Returns the channel (a refusal closes it: it is opened again) and the missing exchanges."""
+        for name in sorted({o.message.queue for o in batch if o.message.queue} - self._declared):
+            queue = self.queue(name)
+            try:
+                queue(channel).declare()
+            except self.connection.channel_errors as exc:
+                log_event(logging.WARNING, "queue.declare_refused", queue=name, error=str(exc))
+                channel = self._reopen()
+            self._declared.add(name)
+            if queue.exchange is not None and queue.exchange.name:
+                self._exchanges.add(queue.exchange.name)
+        missing: set[str] = set()
+        for name in sorted({o.message.exchange for o in batch if o.message.exchange} - self._exchanges):
+            try:
+                channel.exchange_declare(exchange=name, type="direct", passive=True)
+                self._exchanges.add(name)
+            except self.connection.channel_errors as exc:
+                if getattr(exc, "code", None) != 404:
+                    raise
+                missing.add(name)
+                channel = self._reopen()
+        return channel, missing
+
+    def _reopen(self) -> Any:
+        self._channel = None
+        return self._open_channel()
+
+    def queue(self, name: str) -> Any:
+        found = self.app.amqp.queues.get(name)
+        return found if found is not None else Queue(name, Exchange(name, type="direct"), name)
+
+    def _forget_channel(self) -> None:
+        """After a failure the channel (and maybe the connection) is unusable: the next batch
+        connects again."""
+        self._channel = None
+        if self._connection is not None:
+            with contextlib.suppress(Exception):  # a dead socket: nothing to release cleanly
+                self._connection.collect()
+
+    def close(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                channel.close()
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                self._connection.release()
+            self._connection = None
+
+    # -- confirms (py-amqp calls these from drain_events) ----------------------------------------
+
+    def _settle(self, tag: int, nacked: bool) -> None:
+        index = self._pending.pop(tag, None)
+        fates = self._fates
+        if index is None or fates is None:
+            return  # settled already (a single ack after a multiple one), or not ours
+        returned = self._returned.pop(tag, None)
+        if returned is not None:
+            fates.returned[index] = returned
+        elif nacked:
+            fates.nacked.append(index)
+        else:
+            fates.confirmed.append(index)
+
+    def _settle_up_to(self, tag: int, multiple: bool, nacked: bool) -> None:
+        if self._fates is not None:
+            self._fates.ack_frames += 1
+        order = self._order
+        if multiple:
+            while order and order[0] <= tag:
+                self._settle(order.popleft(), nacked)
+        else:
+            self._settle(tag, nacked)
+            while order and order[0] not in self._pending:
+                order.popleft()
+
+    def _on_ack(self, delivery_tag: int, multiple: bool) -> None:
+        self._settle_up_to(delivery_tag, multiple, nacked=False)
+
+    def _on_nack(self, delivery_tag: int, multiple: bool) -> None:
+        self._settle_up_to(delivery_tag, multiple, nacked=True)
+
+    def _on_return(self, exc: Any, exchange: str, routing_key: str, message: Any) -> None:
+        # A return arrives before the ack of its message: it is the oldest unsettled one with
+        # the same exchange, routing key and id.
+        props = getattr(message, "properties", {}) or {}
+        headers = props.get("application_headers") or {}
+        ident = props.get("correlation_id") or headers.get("id") or props.get("message_id")
+        tags = self._by_key.get((exchange, routing_key, None if ident is None else str(ident)))
+        while tags:
+            tag = tags.popleft()
+            if tag in self._pending and tag not in self._returned:
+                code = int(getattr(exc, "code", 0) or getattr(exc, "reply_code", 0) or 0)
+                self._returned[tag] = Returned(code, str(getattr(exc, "reply_text", exc)), exchange, routing_key)
+                return
+        log_event(logging.ERROR, "publish.unknown_return", exchange=exchange, routing_key=routing_key, id=ident)
+
+    def _drain_nowait(self) -> None:
+        conn = self._channel.connection
+        while True:
+            try:
+                conn.drain_events(timeout=0)
+            except TimeoutError:
+                return
+
+    def _wait_until(self, done: Callable[[], bool]) -> None:
+        conn = self._channel.connection
+        deadline = time.monotonic() + self.confirm_timeout
+        while not done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ConfirmTimeout(f"{len(self._pending)} messages unconfirmed after {self.confirm_timeout}s")
+            try:
+                conn.drain_events(timeout=min(remaining, 1.0))
+            except TimeoutError:
+                continue
+
+    def _reset_batch(self) -> None:
+        self._pending.clear()
+        self._order.clear()
+        self._by_key.clear()
+        self._returned.clear()

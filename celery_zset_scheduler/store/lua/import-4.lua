@@ -1,0 +1,51 @@
+--[[
+  Import entries moved from a broker's backlog (`celery zset import-eta`) into one shard, each at
+  most once: the shard's `imported` hash remembers every id imported, in the same atomic step as
+  its scheduling, so a run interrupted between this call and the removal from the broker, then run
+  again, never schedules the task a second time (not even once it was dispatched and acked).
+
+  KEYS[1] due       ZSET id -> due ms
+  KEYS[2] msg       HASH id -> encoded message
+  KEYS[3] wake      STRING the leader's planned wake-up (ms)
+  KEYS[4] imported  HASH id -> due ms of every id imported (expires ARGV[3] ms after the last import)
+
+  ARGV[1] wake channel, ARGV[2] shard number, ARGV[3] how long the import records are kept (ms)
+  ARGV[4..] groups of three: id, due ms, message
+
+  Returns one value per entry:
+    1  imported (scheduled now)
+    0  already pending under that id (recorded as imported, nothing else changed)
+    2  imported before (nothing changed)
+]]
+--- @include "wake"
+--- @include "stamp"
+
+local due, msg, wake, imported = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local channel, shard, keep_ms = ARGV[1], ARGV[2], ARGV[3]
+local results = {}
+local earliest = nil
+local arrived = redis.call('TIME')
+
+for i = 4, #ARGV, 3 do
+  local id, score, payload = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  if redis.call('HEXISTS', imported, id) == 1 then
+    results[#results + 1] = 2
+  elseif redis.call('ZSCORE', due, id) then
+    redis.call('HSET', imported, id, ARGV[i + 1])
+    results[#results + 1] = 0
+  else
+    redis.call('ZADD', due, score, id)
+    redis.call('HSET', msg, id, stamp(arrived, (i - 4) / 3 + 1) .. payload)
+    redis.call('HSET', imported, id, ARGV[i + 1])
+    if earliest == nil or score < earliest then earliest = score end
+    results[#results + 1] = 1
+  end
+end
+
+if #ARGV > 3 then
+  redis.call('PEXPIRE', imported, keep_ms)
+end
+if earliest ~= nil then
+  wake_if_earlier(wake, channel, shard, earliest)
+end
+return results
