@@ -1,4 +1,5 @@
-"""The admin pages against a real Redis holding 100,000+ scheduled tasks and real dead letters.
+"""The admin pages against a real Redis holding 100,000+ scheduled tasks, real dead letters and
+periodic entries.
 
 Django is configured by ``tests/django_settings.py`` (shared with any other folder that needs it).
 One store is filled once per session; each test acts on entries of its own (its own ids and task
@@ -15,6 +16,8 @@ import pytest
 from celery import Celery
 
 import celery_zset_scheduler
+from celery_zset_scheduler.celery.periodic_config import sync
+from celery_zset_scheduler.celery.periodic_entries import config_entries
 from celery_zset_scheduler.celery.state import ensure_installation
 from celery_zset_scheduler.model.letters import DeadLetter
 from celery_zset_scheduler.store.pending import Store
@@ -94,12 +97,14 @@ class BigStore:
 
 @pytest.fixture(scope="session")
 def big() -> Iterator[BigStore]:
-    """One private Redis holding 100,000 pending reminders and 200 dead letters."""
+    """One private Redis holding 100,000 pending reminders, 200 dead letters and the app's
+    ``beat_schedule`` synced into periodic entries (as a dispatcher start does)."""
     with RedisServer() as server:
         app = make_app(server, "zadmin")
         fill(app, BIG)
         for i in range(200):
             dead(app, f"dead-{i}")
+        sync(app, config_entries(app))
         yield BigStore(server, app)
 
 
@@ -126,8 +131,8 @@ def _user(name: str, *, staff: bool, perms: list[str]) -> Any:
     return user
 
 
-VIEW = ["view_overview", "view_scheduledtask", "view_deadletter"]
-CHANGE = [*VIEW, "change_scheduledtask", "change_deadletter"]
+VIEW = ["view_overview", "view_scheduledtask", "view_deadletter", "view_periodicentry"]
+CHANGE = [*VIEW, "change_scheduledtask", "change_deadletter", "change_periodicentry"]
 
 
 @pytest.fixture

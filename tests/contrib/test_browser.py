@@ -1,6 +1,7 @@
 """The admin in a real browser: Playwright driving Debian's chromium against pytest-django's live
 server (loopback only). Log in, open the scheduled tasks, filter by task name, cancel one, requeue
-a dead letter, open the overview; screenshots go to $ZSET_TEST_ARTIFACTS (default build/test-artifacts)."""
+a dead letter, open the overview; add a periodic entry through its form, see it listed, run it
+now; screenshots go to $ZSET_TEST_ARTIFACTS (default build/test-artifacts)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from celery_zset_scheduler.celery import periodic
 from celery_zset_scheduler.celery.state import ensure_installation
 
 from .conftest import ADMIN, BigStore, dead, fill
@@ -45,11 +47,7 @@ def test_an_operator_filters_cancels_requeues_and_reads_the_overview(
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.goto(f"{live_server.url}{ADMIN}/scheduledtask/")
-            assert "/admin/login/" in page.url  # not logged in yet
-            page.fill("#id_username", "admin")
-            page.fill("#id_password", "a-long-test-password")
-            page.click("input[type=submit]")
+            log_in(page, f"{live_server.url}{ADMIN}/scheduledtask/")
             page.wait_for_selector("#result_list")
             page.screenshot(path=str(ARTIFACTS / "scheduled-tasks.png"))
 
@@ -88,3 +86,62 @@ def test_an_operator_filters_cancels_requeues_and_reads_the_overview(
             browser.close()
     assert store.get(victim) is None and all(store.get(i) for i in charges if i != victim)
     assert store.get(letter.task_id) is not None and letters.get(letter.task_id) is None
+
+
+def log_in(page: Any, url: str) -> None:
+    page.goto(url)
+    assert "/admin/login/" in page.url
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "a-long-test-password")
+    page.click("input[type=submit]")
+
+
+def test_an_operator_adds_a_periodic_entry_sees_it_listed_and_runs_it_now(
+    big: BigStore, admin_user: Any, live_server: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    name = "aaa-browser-heartbeat"  # sorts first: on the first page, however many entries the store holds
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            log_in(page, f"{live_server.url}{ADMIN}/periodicentry/")
+            page.wait_for_selector("#changelist")
+            page.click("ul.object-tools a.addlink")
+            page.wait_for_selector("#periodicentry_form")
+            # Only the chosen schedule type's fields show (the page's script): interval by default.
+            assert page.is_visible("#id_every") and not page.is_visible("#id_minute")
+            page.check("input[name=schedule_type][value=crontab]")
+            assert page.is_visible("#id_minute") and not page.is_visible("#id_every")
+            page.check("input[name=schedule_type][value=interval]")
+            page.fill("#id_name", name)
+            page.fill("#id_task", "shop.webhook")
+            page.fill("#id_every", "30")
+            page.fill("#id_kwargs", '{"url": "http://127.0.0.1:9/heartbeat"}')
+            page.fill("#id_description", "added from the browser test")
+            page.screenshot(path=str(ARTIFACTS / "periodic-entry-add.png"), full_page=True)
+            page.click("input[name=_save]")
+            page.wait_for_selector("ul.messagelist li.success")
+            assert f"The periodic entry “{name}” was added successfully." in page.inner_text("ul.messagelist")
+            row = page.locator("#result_list tbody tr", has_text=name)
+            assert row.count() == 1
+            cells = row.locator("td").all_inner_texts()
+            assert cells[1:5] == ["shop.webhook", "every 30s", "enabled", cells[4]] and cells[4]  # next run
+            page.screenshot(path=str(ARTIFACTS / "periodic-entries.png"), full_page=True)
+
+            page.click(f"a:text-is('{name}')")
+            page.wait_for_selector("#periodicentry_form")
+            page.click("button:text-is('Run now')")
+            page.wait_for_selector("text=Are you sure you want to run now the selected periodic entry?")
+            page.click("input[type=submit][value^='Yes']")
+            page.wait_for_selector("ul.messagelist li.success")
+            assert "Run now (due now): 1 periodic entry." in page.inner_text("ul.messagelist")
+            page.screenshot(path=str(ARTIFACTS / "periodic-entry.png"), full_page=True)
+        finally:
+            browser.close()
+    added = periodic.get(big.app, name)
+    assert added is not None and added.entry.schedule == {"type": "interval", "every": 30.0, "relative": False}
+    assert added.entry.kwargs == {"url": "http://127.0.0.1:9/heartbeat"} and added.state.total_run_count == 1
+    assert added.state.last_task_id is not None and big.store.get(added.state.last_task_id) is not None
+    periodic.remove(big.app, name)

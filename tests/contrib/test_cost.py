@@ -1,6 +1,7 @@
 """A page costs a bounded number of Redis commands, whatever the store holds: counted with
 ``INFO commandstats`` (commands run inside Lua scripts included) on a private server, for every
-page, with 1,000 and with 100,000 scheduled tasks and dead letters."""
+page, with 1,000 and with 100,000 scheduled tasks and dead letters, and with 100 and with 10,000
+periodic entries."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ from typing import Any
 
 from django.test import Client
 
+from celery_zset_scheduler.celery import periodic
 from celery_zset_scheduler.celery.state import ensure_installation
 from celery_zset_scheduler.model.letters import DeadLetter
+from celery_zset_scheduler.model.periodic import PeriodicEntry
 from celery_zset_scheduler.store.deadletters import add_call
+from celery_zset_scheduler.store.periodic import PeriodicStore
 from celery_zset_scheduler.testing import RedisServer
 
 from .conftest import ADMIN, SHARDS, Users, dead, fill, make_app
 
 SMALL, LARGE = 1_000, 100_000
+PERIODIC_SMALL, PERIODIC_LARGE = 100, 10_000
 
 
 def commands(server: RedisServer) -> int:
@@ -79,3 +84,42 @@ def test_every_page_costs_the_same_bounded_number_of_commands_at_1k_and_100k(use
         bound[name] = 16 + SHARDS * (2_000 // 500 + 2) * 3
     for name in pages:
         assert small[name] <= bound[name] and large[name] <= bound[name], (name, small[name], large[name])
+
+
+def add_entries(app: Any, start: int, stop: int) -> None:
+    entries = [PeriodicEntry(name=f"entry-{i:05}", task="shop.remind", schedule={"type": "interval", "every": 60.0},
+                             kwargs={"user": f"user{i}@example.com", "text": "hello"}) for i in range(start, stop)]
+    assert set(periodic.add_many(app, entries).values()) == {"added"}
+
+
+def test_the_periodic_pages_cost_the_same_bounded_number_of_commands_at_100_and_10k(
+    users: Users, settings: Any,
+) -> None:
+    with RedisServer() as server:
+        app = make_app(server, "zpcost", prefix="zp")
+        settings.CELERY_ZSET_ADMIN_APP = app
+        add_entries(app, 0, PERIODIC_SMALL)
+        pages = {
+            "periodic entries": f"{ADMIN}/periodicentry/",
+            "periodic entry": f"{ADMIN}/periodicentry/entry-00042/change/",
+            "look up": f"{ADMIN}/periodicentry/?q=entry-00007",
+            "add form": f"{ADMIN}/periodicentry/add/",
+            "overview": f"{ADMIN}/overview/",
+        }
+        client = Client()
+        client.force_login(users.changer)
+        for url in pages.values():  # loads the scripts once
+            client.get(url)
+        small = {name: cost(server, client, url) for name, url in pages.items()}
+        add_entries(app, PERIODIC_SMALL, PERIODIC_LARGE)
+        store = ensure_installation(app).store
+        assert sum(c.entries for c in PeriodicStore(store).counts()) == PERIODIC_LARGE
+        large = {name: cost(server, client, url) for name, url in pages.items()}
+        listing = client.get(pages["periodic entries"]).content.decode()
+        assert listing.count('name="_selected_action"') == 100 and "10,000 periodic entries" in listing
+    print("\nRedis commands per periodic page (100 / 10k):", {k: (small[k], large[k]) for k in pages})
+    assert large == small
+    # A page of 100 entries (the runtime API's paged listing): one ZRANGEBYLEX and three HMGETs per
+    # shard, the per-shard counts, one HMGET for where the 100 come from: never the whole store.
+    for name in pages:
+        assert small[name] <= 16 + 6 * SHARDS, (name, small[name])

@@ -41,8 +41,16 @@ def test_a_store_that_cannot_be_reached_is_a_page_that_says_so(users: Users, set
     settings.CELERY_ZSET_ADMIN_APP = make_app(server, "zdown", prefix="zd")
     client = Client()
     client.force_login(users.changer)
-    for url in (f"{ADMIN}/overview/", f"{ADMIN}/scheduledtask/", f"{ADMIN}/deadletter/"):
+    pages = (f"{ADMIN}/overview/", f"{ADMIN}/scheduledtask/", f"{ADMIN}/deadletter/", f"{ADMIN}/periodicentry/",
+             f"{ADMIN}/periodicentry/add/", f"{ADMIN}/periodicentry/nightly/change/")
+    for url in pages:
         response = client.get(url)
         assert response.status_code == 503
         page = response.content.decode()
         assert "cannot reach Redis at redis://127.0.0.1:" in page and 'class="breadcrumbs"' in page
+    for url, data in ((f"{ADMIN}/periodicentry/add/", {"name": "x", "task": "t", "schedule_type": "interval",
+                                                       "every": "5", "catchup": "once", "overlap": "allow"}),
+                      (f"{ADMIN}/periodicentry/action/", {"action": "run_now", "_selected_action": "x",
+                                                          "post": "yes"})):
+        response = client.post(url, data)
+        assert response.status_code == 503 and "cannot reach Redis" in response.content.decode()

@@ -10,7 +10,7 @@ import redis
 from celery_zset_scheduler.dispatch.leadership import Leadership
 from celery_zset_scheduler.store.claims import Fence
 from celery_zset_scheduler.store.pending import Store
-from celery_zset_scheduler.store.periodic import Firing, Occurrence, PeriodicStore, write_call
+from celery_zset_scheduler.store.periodic import RECORDS_CHUNK, Firing, Occurrence, PeriodicStore, write_call
 
 from .test_claims import lead, redis_ms
 
@@ -193,6 +193,24 @@ def test_names_are_paged_across_shards_in_byte_order_with_bounded_reads(store: S
     assert seen == sorted(names, key=lambda n: n.encode())
     counts = ps.counts()
     assert sum(c.entries for c in counts) == len(names) and sum(c.scheduled for c in counts) == 0
+
+
+def test_records_are_read_with_three_hmgets_per_shard_in_bounded_chunks(store: Store, r: redis.Redis) -> None:
+    ps = PeriodicStore(store)
+    names = [f"rec-{i:04d}" for i in range(4_500)]  # over RECORDS_CHUNK per shard
+    ps.write_many([write_call(store.keys, n, mode="new", expected=None, definition=b"d:" + n.encode(), template=b"t",
+                              state=b"s:" + n.encode(), look_ms=None, plan=b"p:" + n.encode()) for n in names])
+    wanted = [*names[:3], "rec-missing", names[1], *names[3:]]  # a missing name, a repeated one
+    calls = sum(int(v["calls"]) for k, v in r.info("commandstats").items() if k == "cmdstat_hmget")
+    found = ps.records(wanted)
+    after = sum(int(v["calls"]) for k, v in r.info("commandstats").items() if k == "cmdstat_hmget")
+    assert list(found) == list(dict.fromkeys(wanted)) and found["rec-missing"] == (None, None, None)
+    assert all(found[n] == (b"d:" + n.encode(), b"p:" + n.encode(), b"s:" + n.encode()) for n in names)
+    per_shard = [sum(1 for n in names if store.keys.shard_of(n) == s) for s in range(store.shards)]
+    assert max(per_shard) > RECORDS_CHUNK
+    assert after - calls == 3 * sum(-(-(k + (1 if s == store.keys.shard_of("rec-missing") else 0)) // RECORDS_CHUNK)
+                                    for s, k in enumerate(per_shard))
+    assert ps.records([]) == {}
 
 
 def test_the_sync_lock_is_exclusive_and_only_its_holder_frees_it(store: Store) -> None:

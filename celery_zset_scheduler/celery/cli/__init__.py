@@ -15,8 +15,8 @@ from .periodic import periodic
 from .run import run
 from .status import status
 
-for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, periodic, import_beat, import_eta, bench,
-                docs):
+for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, periodic, import_beat, import_eta,
+                bench, docs):
     zset.add_command(command)
 
 __all__ = ["zset"]

@@ -3,7 +3,8 @@
 ``CELERY_ZSET_ADMIN_APP`` (``"proj.celery:app"`` or ``"proj.celery.app"``, or the app itself) when
 set; otherwise the one app of this process that ``install(app)`` was called on (Celery's Django
 layout imports it with the project); otherwise an app configured from Django's settings with the
-``CELERY_`` namespace, so ``CELERY_BROKER_URL`` / ``CELERY_ZSET_SCHEDULER_*`` are all it takes.
+``CELERY_`` namespace (and installed), so ``CELERY_BROKER_URL`` / ``CELERY_ZSET_SCHEDULER_*`` are
+all it takes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from celery.utils.imports import symbol_by_name
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from ...celery.install import install
 from ...celery.state import Installation, ensure_installation, installed_apps
 
 APP_SETTING = "CELERY_ZSET_ADMIN_APP"
@@ -66,6 +68,9 @@ def celery_app() -> Any:
         if "app" not in _own:
             app = Celery("zset-admin", set_as_current=False)
             app.config_from_object("django.conf:settings", namespace="CELERY")
+            # Installed as a project's app is: periodic entries build their message through the
+            # store's sender (an uninstalled app would hand its template option to Kombu).
+            install(app)
             _own["app"] = app
         return _own["app"]
 

@@ -1,4 +1,5 @@
-"""The sections of a detail page (a scheduled task, a dead letter) from the views of ``ops.views``."""
+"""The sections of a detail page (a scheduled task, a dead letter, a periodic entry) from the views
+of ``ops.views`` and ``ops.periodic``."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ....celery.cli.output import number
+from ....celery.cli.output import number, relative
 from ....model.times import iso
+from ....ops.periodic import describe, status_of
 
 
 @dataclass(frozen=True)
@@ -23,13 +25,14 @@ class Section:
     rows: list[Row]
 
 
-def plural(n: int, word: str) -> str:
-    return f"{number(n)} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """"1 dead letter", "3 dead letters"; ``many`` when the plural is not ``word + "s"``."""
+    return f"{number(n)} {word if n == 1 else many or word + 's'}"
 
 
-def selected(n: int, word: str) -> str:
+def selected(n: int, word: str, many: str | None = None) -> str:
     """"the selected dead letter", "the 3 selected dead letters"."""
-    return f"the selected {word}" if n == 1 else f"the {plural(n, 'selected ' + word)}"
+    return f"the selected {word}" if n == 1 else f"the {number(n)} selected {many or word + 's'}"
 
 
 def as_json(value: Any) -> str:
@@ -103,3 +106,58 @@ def letter_sections(view: dict[str, Any]) -> list[Section]:
                                                   Row("Keyword arguments", as_json(view["kwargs"]), True)]))
         return sections
     return sections + message_sections(message, "Original message: ")
+
+
+def periodic_sections(info: Any, now_ms: int, *, definition: bool) -> list[Section]:
+    """A periodic entry (a ``PeriodicInfo``): its state; with ``definition``, every field too (the
+    view-only page: with the change permission the form shows them)."""
+    entry, state = info.entry, info.state
+    status = status_of(entry, state)
+    if entry.paused and entry.pause_note:
+        status += f": {entry.pause_note}"
+
+    def when(ms: int | None) -> str:
+        return "-" if ms is None else f"{iso(ms)} ({relative(ms, now_ms)})"
+
+    source = ("beat_schedule: a dispatcher start syncs it with the configuration again (keeping enabled and "
+              "paused)" if info.from_config else "runtime (the API, the CLI or this page)")
+    rows = [
+        Row("Status", status),
+        Row("Schedule", describe(entry.schedule)),
+        Row("Next run", when(state.next_run_ms)),
+        Row("Last run", when(state.last_run_ms)),
+        Row("Run count", number(state.total_run_count)),
+        Row("Last task ID", state.last_task_id or "-"),
+        *([Row("Buffered run", when(state.buffered_ms))] if state.buffered_ms is not None else []),
+        Row("Shard", str(info.shard)),
+        Row("Next look by its shard's leader", when(info.look_ms)),
+        Row("Source", source),
+    ]
+    sections = [Section("State", rows)]
+    message = info.message
+    if message is not None:
+        sections.append(Section("Message (as Celery builds it for each run)", [
+            Row("Queue", message.queue or "-"),
+            Row("Exchange", message.exchange or "''"),
+            Row("Routing key", message.routing_key or "''"),
+            Row("Priority", "-" if message.properties.get("priority") is None else str(message.properties["priority"])),
+        ]))
+    if not definition:
+        return sections
+    optional = {k: getattr(entry, k) for k in ("queue", "exchange", "routing_key", "priority", "start_time",
+                                                 "end_time", "expires", "expire_seconds", "catchup_window")}
+    return [*sections, Section("Definition", [
+        Row("Task", entry.task),
+        Row("Schedule spec", as_json(entry.schedule), True),
+        Row("Arguments", as_json(entry.args), True),
+        Row("Keyword arguments", as_json(entry.kwargs), True),
+        *[Row(k.replace("_", " ").capitalize(), "-" if v is None else str(v)) for k, v in optional.items()],
+        Row("Headers", as_json(entry.headers), True),
+        Row("Options", as_json(entry.options), True),
+        Row("Enabled", "yes" if entry.enabled else "no"),
+        Row("One-off", "yes" if entry.one_off else "no"),
+        Row("Catch-up", entry.catchup),
+        Row("Overlap", entry.overlap),
+        Row("Jitter", f"{entry.jitter:g}s"),
+        Row("Description", entry.description or "-"),
+    ])]

@@ -1,6 +1,6 @@
 """The overview: per shard pending, in flight, lag, leader, epoch and dispatch rate; the live
-dispatchers; dead letters; periodic entries. ``ops.status.read_status``: a bounded number of
-round trips whatever the store holds."""
+dispatchers; dead letters; periodic entries per shard with the leader that fires them.
+``ops.status.read_status``: a bounded number of round trips whatever the store holds."""
 
 from __future__ import annotations
 
@@ -46,14 +46,23 @@ class OverviewAdmin(StoreAdmin):
             refresh = 0
         refresh = refresh if refresh in REFRESH_CHOICES else 0
         beat = celery_app().conf.beat_schedule or {}
+        leaders = {row[0]: row[5] for row in shards}
+        periodic = [[c.shard, number(c.entries), number(c.scheduled), relative(c.next_look_ms, now), leaders[c.shard]]
+                    for c in status.periodic]
+        looks = [c.next_look_ms for c in status.periodic if c.next_look_ms is not None]
+        entries, scheduled = sum(c.entries for c in status.periodic), sum(c.scheduled for c in status.periodic)
+        first = min(looks) if looks else None
+        periodic_totals = ["total", number(entries), number(scheduled), relative(first, now), ""]
         return self.render(
             request, "zset_scheduler/admin/overview.html", "Overview",
             prefix=store.keys.prefix, redis_time=iso(now), shards=shards, totals=totals,
-            dispatchers=dispatchers, dead_letters=number(status.dead_letters), periodic=len(beat),
-            periodic_names=sorted(beat)[:20], refresh=refresh, refresh_choices=REFRESH_CHOICES,
+            dispatchers=dispatchers, dead_letters=number(status.dead_letters), periodic=periodic,
+            periodic_totals=periodic_totals, periodic_columns=["Shard", "Entries", "Scheduled", "Next run", "Leader"],
+            beat=len(beat), beat_names=sorted(beat)[:20], refresh=refresh, refresh_choices=REFRESH_CHOICES,
             columns=["Shard", "Pending", "In flight", "Lag", "Oldest due", "Leader", "Epoch", "Rate/s",
                      "Dispatched"],
             scheduled_url=self._sibling("scheduledtask"), letters_url=self._sibling("deadletter"),
+            periodic_url=self._sibling("periodicentry"),
         )
 
     def _sibling(self, model_name: str) -> str:
