@@ -3,6 +3,7 @@ run by pytest in a subprocess, with the plugin's fixtures beside ``celery.contri
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,9 @@ def test_with_celery_contrib_pytest(zset_celery_app, zset_celery_worker):
 @pytest.fixture
 def user_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    # The plugin is named on the command line whether or not this checkout is installed (an installed
+    # one also registers it through its entry point, and pytest refuses the same module twice).
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(test_shop=USER_TESTS)
     return pytester
 
@@ -60,7 +64,7 @@ def user_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
 def test_the_fixtures_run_countdown_tasks_beside_celerys_workers(user_project: pytest.Pytester) -> None:
     result = user_project.runpytest_subprocess(
         "-p", "celery_zset_scheduler.testing.pytest_plugin", "--zset-scheduler-fixtures",
-        "-p", "celery.contrib.pytest", "-p", "no:cacheprovider", timeout=200)
+        "-p", "celery.contrib.pytest", "-p", "pytest_timeout", "-p", "no:cacheprovider", timeout=200)
     result.assert_outcomes(passed=3)
 
 
@@ -75,3 +79,13 @@ def test_the_plugin_is_an_entry_point() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     section = text.split("[project.entry-points.pytest11]", 1)[1].split("\n[", 1)[0]
     assert 'celery_zset_scheduler = "celery_zset_scheduler.testing.pytest_plugin"' in section
+
+
+def test_an_installed_package_loads_the_plugin_by_its_entry_point(pytester: pytest.Pytester) -> None:
+    installed = [ep for ep in importlib.metadata.entry_points(group="pytest11") if ep.name == "celery_zset_scheduler"]
+    if not installed:
+        pytest.skip("this checkout is not installed (pip install -e .), so it has no entry point")
+    pytester.makepyfile(test_opt="def test_flag(pytestconfig):\n"
+                                 "    assert pytestconfig.getoption('zset_scheduler_fixtures') is False\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1)

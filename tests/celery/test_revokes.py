@@ -98,11 +98,13 @@ def test_a_revoke_at_due_time_never_lets_the_task_run(
     cluster = make_cluster(clusters, redis_server)
     app = apps(shards=2)
     window = 1.5 + count * spacing
-    if worker_state == "busy":
-        busy = worker(cluster)
-        sleeper = app.tasks["t.sleep"].delay(window + 1.0)
-        wait_for(lambda: "sleep" in [run["tag"] for run in apps.executions()], timeout=30, what="the worker busy")
     cluster.dispatcher().wait_for_output(r"zset leader\.acquired shard=1")
+    if worker_state == "busy":
+        # Busy from before the first due time to after the last revoke, however long the processes
+        # took to start on a loaded machine: a free worker could run a task before its revoke.
+        busy = worker(cluster)
+        sleeper = app.tasks["t.sleep"].delay(window + 10.0)
+        wait_for(lambda: "sleep" in [run["tag"] for run in apps.executions()], timeout=30, what="the worker busy")
     start = time.time() + 1.0
     planned = []
     for i in range(count):
@@ -116,7 +118,8 @@ def test_a_revoke_at_due_time_never_lets_the_task_run(
     if worker_state == "down":
         worker(cluster)
     else:
-        assert sleeper.get(timeout=30) == window + 1.0
+        assert time.time() < start + window + 5.0  # the revokes all came while it slept
+        assert sleeper.get(timeout=60) == window + 10.0
         assert busy.alive
     wait_for(lambda: all(result.state == "REVOKED" for _, result in planned), timeout=60,
              what="every task REVOKED")
