@@ -1,0 +1,216 @@
+"""The same-Redis fast path: what it pushes is what Kombu's Redis transport writes, field by field
+(priority sub-queues, direct and topic bindings, global_keyprefix), and what it cannot rebuild or
+route goes the generic way (real apps, dispatcher threads, one Redis database for both)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+from kombu import Exchange, Queue
+
+import celery_zset_scheduler
+from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
+from celery_zset_scheduler.dispatch.fastpath import FastHandOff
+from celery_zset_scheduler.dispatch.loop import Dispatcher
+
+from ..support.helpers import STORE_DB, AppFactory, publish_by_hand, wait_for
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+QUEUES = [Queue("celery"), Queue("q")]
+
+
+def same_db(apps: AppFactory, **conf: Any) -> tuple[Celery, Celery]:
+    """A plain Celery app and an installed one, both with the store's database as their broker."""
+    conf = {"broker_url": apps.server.url_db(STORE_DB), "task_queues": QUEUES, **conf}
+    return apps(install=False, **conf), apps(**conf)
+
+
+def lists(client: redis.Redis, pattern: str = "*") -> dict[bytes, int]:
+    """Every Redis list of the database and its length."""
+    return {k: int(client.llen(k)) for k in client.scan_iter(pattern) if client.type(k) == b"list"}
+
+
+def drain(client: redis.Redis) -> dict[bytes, list[dict[str, Any]]]:
+    """Empty every Redis list of the database (Kombu's queues): key -> messages, oldest first."""
+    out = {}
+    for key in lists(client):
+        out[key] = [json.loads(raw) for raw in reversed(client.lrange(key, 0, -1))]
+        client.delete(key)
+    return out
+
+
+def fast_dispatch(apps: AppFactory, app: Celery, expected: int, **kwargs: Any) -> FastHandOff:
+    """Run a dispatcher until ``expected`` entries went through the fast path's script."""
+    dispatcher: Dispatcher = apps.dispatcher(app, **kwargs)
+    handoff = dispatcher.handoff
+    assert isinstance(handoff, FastHandOff)
+    wait_for(lambda: handoff.pushed + handoff.left >= expected, what=f"{expected} entries dispatched")
+    return handoff
+
+
+def assert_same_envelope(mine: dict[str, Any], theirs: dict[str, Any], *, plain: bool) -> None:
+    """Field by field, types included: delivery tags (and, from another app, reply_to) differ
+    in value only; against plain Celery, the ETA moved aside and the store's own headers."""
+    assert mine["body"] == theirs["body"]
+    assert (mine["content-type"], mine["content-encoding"]) == (theirs["content-type"], theirs["content-encoding"])
+    assert set(mine) == set(theirs)
+    mh, th = dict(mine["headers"]), dict(theirs["headers"])
+    if plain:
+        assert mh.pop("eta") is None
+        assert mh.pop("zset_eta", None) == th.pop("eta")
+        mh.pop("zset_first_failure", None)  # the sender's own header, published by every path
+    assert mh == th
+    assert json.dumps(mh, sort_keys=True) == json.dumps(th, sort_keys=True)  # 1 is not 1.0, [] is not {}
+    mp, tp = mine["properties"], theirs["properties"]
+    assert set(mp) == set(tp)
+    differ = {"delivery_tag", "reply_to"} if plain else {"delivery_tag"}
+    for key in set(tp) - differ:
+        assert json.dumps(mp[key], sort_keys=True) == json.dumps(tp[key], sort_keys=True), key
+    for key in differ:
+        assert UUID.match(mp[key]) and UUID.match(tp[key]), key
+
+
+def send_all(plain: Celery, ours: Celery, broker: redis.Redis, calls: list[dict[str, Any]], task: str = "t.record",
+             ) -> tuple[dict[str, tuple[bytes, dict[str, Any]]], dict[str, tuple[bytes, dict[str, Any]]], list[str]]:
+    """Plain Celery's messages for ``calls`` and the generic path's for what our app stored for
+    them (both by task id: list key and envelope), and the ids, left in the store for the test."""
+    eta = datetime.now(timezone.utc) + timedelta(seconds=0.5)
+    for call in calls:
+        plain.tasks[task].apply_async(**call, eta=eta)
+    theirs = by_id(drain(broker))
+    for call in calls:
+        ours.tasks[task].apply_async(**call, eta=eta)
+    stored = []
+    for call in calls:
+        found = celery_zset_scheduler.lookup(ours, call["task_id"])
+        assert found is not None and found[1] is not None
+        stored.append(found[1])
+    report = publish_by_hand(KombuPublisher(ours), stored)
+    assert report.published == len(stored) and report.error is None
+    generic = by_id(drain(broker))
+    return theirs, generic, [c["task_id"] for c in calls]
+
+
+def dispatched(apps: AppFactory, app: Celery, broker: redis.Redis, ids: list[str]
+               ) -> tuple[FastHandOff, dict[str, tuple[bytes, dict[str, Any]]]]:
+    handoff = fast_dispatch(apps, app, len(ids))
+    mine: dict[str, tuple[bytes, dict[str, Any]]] = {}
+    wait_for(lambda: mine.update(by_id(drain(broker))) or len(mine) >= len(ids), what="the pushed messages")
+    return handoff, mine
+
+
+def by_id(found: dict[bytes, list[dict[str, Any]]]) -> dict[str, tuple[bytes, dict[str, Any]]]:
+    return {m["headers"]["id"]: (key, m) for key, messages in found.items() for m in messages}
+
+
+def test_the_fast_path_writes_what_kombu_writes_field_by_field(apps: AppFactory) -> None:
+    plain, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    calls = [
+        {"kwargs": {"tag": "x"}, "task_id": str(uuid.uuid4()), "queue": "q", "headers": {"tenant": "acme"},
+         "priority": 3},
+        {"args": ("a", 7), "task_id": str(uuid.uuid4())},
+        {"kwargs": {"tag": "ü€", "pad": "a/b\\c\"d"}, "task_id": str(uuid.uuid4()), "retries": 2,
+         "time_limit": 30, "soft_time_limit": 20, "shadow": "nick", "ignore_result": True},
+        {"args": (1,), "task_id": str(uuid.uuid4()), "headers": {"nested": {"a": [1, None, "x"], "b": {}}}},
+    ]
+    theirs, generic, ids = send_all(plain, ours, broker, calls)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert (handoff.pushed, handoff.left) == (len(ids), 0)
+    assert set(mine) == set(theirs) == set(generic) == set(ids)
+    for task_id in ids:
+        assert mine[task_id][0] == theirs[task_id][0] == generic[task_id][0]  # the same list
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+        assert_same_envelope(mine[task_id][1], theirs[task_id][1], plain=True)
+
+
+@pytest.mark.parametrize("options", [
+    {},  # Kombu's default steps [0, 3, 6, 9]
+    {"queue_order_strategy": "priority", "priority_steps": list(range(10))},
+    {"queue_order_strategy": "priority", "priority_steps": [0, 5], "sep": ":"},
+], ids=["default-steps", "ten-steps", "two-steps-own-sep"])
+def test_priorities_land_in_kombus_priority_sub_queues(apps: AppFactory, options: dict[str, Any]) -> None:
+    plain, ours = same_db(apps, broker_transport_options=options)
+    broker = apps.server.client(STORE_DB)
+    calls = [{"args": (p,), "task_id": str(uuid.uuid4()), "queue": "q", "priority": p}
+             for p in (None, 0, 1, 3, 4, 5, 8, 9, 12)]
+    theirs, generic, ids = send_all(plain, ours, broker, calls)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert (handoff.pushed, handoff.left) == (len(ids), 0)
+    assert len({key for key, _ in theirs.values()}) > 1  # several sub-queues in play
+    for task_id in ids:
+        assert mine[task_id][0] == theirs[task_id][0] == generic[task_id][0], mine[task_id][1]["properties"]
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+        assert_same_envelope(mine[task_id][1], theirs[task_id][1], plain=True)
+
+
+def test_direct_and_topic_exchanges_route_through_kombus_bindings(apps: AppFactory) -> None:
+    direct, topic = Exchange("dx", type="direct"), Exchange("tx", type="topic")
+    queues = [
+        Queue("celery"),
+        Queue("d1", direct, routing_key="dk"), Queue("d2", direct, routing_key="dk"),
+        Queue("d3", direct, routing_key="other"),
+        Queue("t1", topic, routing_key="a.*.c"), Queue("t2", topic, routing_key="a.#"),
+        Queue("t3", topic, routing_key="#.z"), Queue("t4", topic, routing_key="x.y"),
+    ]
+    plain, ours = same_db(apps, task_queues=queues)
+    broker = apps.server.client(STORE_DB)
+    with plain.producer_or_acquire() as producer:  # bindings exist before plain Celery publishes
+        for queue in queues:
+            producer.maybe_declare(queue)
+    keys = ["dk", "other", "a.b.c", "a.b.b.c", "a.q", "m.n.z", "x.y", "a"]
+    calls = [{"args": (n,), "task_id": str(uuid.uuid4()), "exchange": "dx" if n < 2 else "tx", "routing_key": key}
+             for n, key in enumerate(keys)]
+    eta = datetime.now(timezone.utc) + timedelta(seconds=0.5)
+    for call in calls:
+        plain.tasks["t.record"].apply_async(**call, eta=eta)
+    theirs = drain(broker)
+    for call in calls:
+        ours.tasks["t.record"].apply_async(**call, eta=eta)
+    handoff = fast_dispatch(apps, ours, len(calls))
+    # "a" matches no binding: Kombu drops it (or picks its dead-letter queue), the generic path's call.
+    assert (handoff.pushed, handoff.left) == (len(calls) - 1, 1)
+    expected = sum(len(v) for v in theirs.values())
+    mine: dict[bytes, list[dict[str, Any]]] = {}
+
+    def more() -> bool:
+        for key, messages in drain(broker).items():
+            mine.setdefault(key, []).extend(messages)
+        return sum(len(v) for v in mine.values()) >= expected
+
+    wait_for(more, what=f"{expected} messages")
+    assert {k: sorted(m["headers"]["id"] for m in v) for k, v in mine.items()} == \
+           {k: sorted(m["headers"]["id"] for m in v) for k, v in theirs.items()}
+    assert len(theirs) >= 5  # fan-in and fan-out through the bindings, not one queue
+    for key, messages in theirs.items():
+        mine_by_id = {m["headers"]["id"]: m for m in mine[key]}
+        for t in messages:
+            assert_same_envelope(mine_by_id[t["headers"]["id"]], t, plain=True)
+
+
+def test_global_keyprefix_prefixes_every_list(apps: AppFactory) -> None:
+    topic = Exchange("tx", type="topic")
+    queues = [Queue("celery"), Queue("q"), Queue("t1", topic, routing_key="a.*")]
+    options = {"global_keyprefix": "pfx:", "queue_order_strategy": "priority"}
+    plain, ours = same_db(apps, task_queues=queues, broker_transport_options=options)
+    broker = apps.server.client(STORE_DB)
+    with plain.producer_or_acquire() as producer:
+        for queue in queues:
+            producer.maybe_declare(queue)
+    calls = [{"args": (1,), "task_id": str(uuid.uuid4()), "queue": "q", "priority": 7},
+             {"args": (2,), "task_id": str(uuid.uuid4())},
+             {"args": (3,), "task_id": str(uuid.uuid4()), "exchange": "tx", "routing_key": "a.b"}]
+    theirs, generic, ids = send_all(plain, ours, broker, calls)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert (handoff.pushed, handoff.left) == (len(ids), 0)
+    for task_id in ids:
+        assert mine[task_id][0].startswith(b"pfx:")
+        assert mine[task_id][0] == theirs[task_id][0] == generic[task_id][0]
+        assert_same_envelope(mine[task_id][1], theirs[task_id][1], plain=True)
