@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -17,10 +18,12 @@ from kombu import Exchange, Queue
 
 import celery_zset_scheduler
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
+from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.fastpath import FastHandOff
 from celery_zset_scheduler.dispatch.loop import Dispatcher
+from celery_zset_scheduler.model.codec import encode
 
-from ..support.helpers import STORE_DB, AppFactory, publish_by_hand, wait_for
+from ..support.helpers import BROKER_DB, STORE_DB, AppFactory, built_message, publish_by_hand, wait_for
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 QUEUES = [Queue("celery"), Queue("q")]
@@ -214,3 +217,98 @@ def test_global_keyprefix_prefixes_every_list(apps: AppFactory) -> None:
         assert mine[task_id][0].startswith(b"pfx:")
         assert mine[task_id][0] == theirs[task_id][0] == generic[task_id][0]
         assert_same_envelope(mine[task_id][1], theirs[task_id][1], plain=True)
+
+
+GENERIC_CASES: dict[str, dict[str, Any]] = {
+    "expires": {"expires": 60},  # the TTL left until it is computed at dispatch, in Python
+    "compression": {"compression": "zlib"},
+    "float_header": {"headers": {"ratio": 1.5}},  # cjson would write 1.5 back, but not 2.0
+    "whole_float_header": {"headers": {"ratio": 2.0}},
+    "empty_list_header": {"headers": {"tags": []}},  # cjson would make it {}
+    "big_int_header": {"headers": {"n": 10 ** 15 + 1}},  # beyond cjson's 14 digits
+}
+
+
+def test_what_the_script_cannot_rebuild_exactly_takes_the_generic_path(apps: AppFactory) -> None:
+    plain, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    calls = [{"args": (name,), "task_id": f"{name}-{uuid.uuid4()}", **options}
+             for name, options in GENERIC_CASES.items()]
+    calls.append({"args": ("fast",), "task_id": str(uuid.uuid4())})
+    _, generic, ids = send_all(plain, ours, broker, calls)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert (handoff.pushed, handoff.left) == (1, len(GENERIC_CASES))
+    ttl = int(mine[calls[0]["task_id"]][1]["properties"].pop("expiration"))
+    assert 0 < ttl <= 60_000  # what is left until expires when it was dispatched
+    generic[calls[0]["task_id"]][1]["properties"].pop("expiration")
+    for task_id in ids:
+        assert mine[task_id][0] == generic[task_id][0]
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+    headers = {task_id.split("-")[0]: m["headers"] for task_id, (_, m) in mine.items()}
+    assert json.dumps(headers["whole_float_header"]["ratio"]) == "2.0"
+    assert headers["empty_list_header"]["tags"] == []
+    assert headers["big_int_header"]["n"] == 10 ** 15 + 1
+
+
+def test_a_queue_only_its_sender_knew_takes_the_generic_path(apps: AppFactory) -> None:
+    _, ours = same_db(apps)
+    _, sender = same_db(apps)  # creates the queue for itself (task_create_missing_queues)
+    broker = apps.server.client(STORE_DB)
+    task_id = str(uuid.uuid4())
+    sender.tasks["t.record"].apply_async(("x",), task_id=task_id, queue="elsewhere", countdown=0.2)
+    handoff, mine = dispatched(apps, ours, broker, [task_id])
+    assert mine[task_id][0] == b"elsewhere"
+    assert (handoff.pushed, handoff.left) == (0, 1)
+
+
+def test_a_message_a_worker_would_discard_is_dead_lettered_not_pushed(apps: AppFactory) -> None:
+    from ..dispatch.test_validation import CASES, foreign
+
+    _, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    store = apps.store(ours)
+    now = int(time.time() * 1000)
+    bad = []
+    for case in sorted(CASES):
+        message = foreign(built_message(ours.tasks["t.record"], kwargs={"tag": case}), **CASES[case])
+        store.schedule(message.task_id, now, encode(message))
+        bad.append(message.task_id)
+    good = built_message(ours.tasks["t.record"], kwargs={"tag": "fine"})
+    store.schedule(good.task_id, now + 20, encode(good))
+    handoff, mine = dispatched(apps, ours, broker, [good.task_id])
+    letters = installation_for(ours).dead_letters  # type: ignore[union-attr]
+    for task_id in bad:
+        letter = wait_for(lambda task_id=task_id: letters.get(task_id), what="the discarded message dead-lettered")
+        assert letter.reason == "invalid"
+    assert set(mine) == {good.task_id}
+    assert handoff.pushed == 1
+    assert lists(broker) == {}
+
+
+def test_a_revoked_id_is_dropped_by_the_script_and_marked_revoked(apps: AppFactory) -> None:
+    _, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    gone, kept = str(uuid.uuid4()), str(uuid.uuid4())
+    ours.control.revoke(gone)  # recorded: the id is in no queue yet
+    ours.tasks["t.record"].apply_async(("gone",), task_id=gone, countdown=0.3)  # sent again after its revoke
+    ours.tasks["t.record"].apply_async(("kept",), task_id=kept, countdown=0.4)
+    handoff, mine = dispatched(apps, ours, broker, [kept])
+    assert set(mine) == {kept}
+    wait_for(lambda: ours.AsyncResult(gone).state == "REVOKED", what="the dropped id marked revoked")
+    assert handoff.left == 0
+    assert celery_zset_scheduler.lookup(ours, gone) is None
+
+
+def test_the_setting_turns_it_off_and_other_databases_never_take_it(apps: AppFactory) -> None:
+    from celery_zset_scheduler.dispatch.generic import GenericHandOff
+
+    _, off = same_db(apps, zset_scheduler_fast_path=False)
+    dispatcher = apps.dispatcher(off)
+    assert type(dispatcher.handoff) is GenericHandOff
+    other = apps(prefix="other")  # the broker is another database of the same server
+    handoff = apps.dispatcher(other).handoff
+    assert isinstance(handoff, FastHandOff)
+    other.tasks["t.record"].apply_async(("x",), countdown=0.2)
+    broker = apps.server.client(BROKER_DB)
+    wait_for(lambda: lists(broker), what="the message published the generic way")
+    assert handoff.routes() is None and handoff.pushed == 0
