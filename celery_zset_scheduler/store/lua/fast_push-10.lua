@@ -58,7 +58,8 @@ end
 if #items > 0 then
   local found = {}
   for i = 1, #items, 2 do found[#found + 1] = items[i] end
-  call_sliced('ZREM', due, found)
+  -- The first #found by rank are exactly what the range returned: no id to pass back to Redis.
+  redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
   local messages = call_sliced('HMGET', msg, found)
   local leases, gone, writes, order = {}, {}, {}, {}
   local keyed = redis.call('HLEN', id_keys) > 0
@@ -77,10 +78,11 @@ if #items > 0 then
     else
       local envelope, targets = env.build(id, messages[i])
       if envelope then
+        if type(targets) == 'number' then targets = {targets} end  -- the common case: one list
         for t = 1, #targets do
           local key = targets[t]
-          if not writes[key] then writes[key] = {}; order[#order + 1] = key end
           local list = writes[key]
+          if not list then list = {}; writes[key] = list; order[#order + 1] = key end
           list[#list + 1] = envelope
         end
         gone[#gone + 1] = id

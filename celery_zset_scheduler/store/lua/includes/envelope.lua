@@ -28,9 +28,10 @@ for n = 0, 63 do
   url_values[string.sub(B64URL, n + 1, n + 1)] = n
 end
 
-local function base64(s)
-  -- Three bytes at a time through gsub with a memo table: Redis' Lua has no base64, and the same
-  -- groups recur from body to body, so most of them cost a C table lookup.
+local function new_base64()
+  -- Three bytes at a time through gsub with a memo table (Redis' Lua has no base64): the memo
+  -- lives for one script call, and the same groups recur from body to body, so most of them
+  -- cost a C table lookup instead of a Lua function call.
   local memo = setmetatable({}, {__index = function(t, k)
     local a, b, c = string.byte(k, 1, 3)
     local n = a * 65536 + b * 256 + c
@@ -39,21 +40,35 @@ local function base64(s)
     rawset(t, k, v)
     return v
   end})
-  local full = #s - #s % 3
-  local out = string.gsub(string.sub(s, 1, full), '...', memo)
-  local rest = #s - full
-  if rest == 1 then
-    local a = string.byte(s, full + 1)
-    out = out .. chars[math.floor(a / 4)] .. chars[(a % 4) * 16] .. '=='
-  elseif rest == 2 then
-    local a, b = string.byte(s, full + 1, full + 2)
-    local n = a * 256 + b
-    out = out .. chars[math.floor(n / 1024)] .. chars[math.floor(n / 16) % 64] .. chars[(n % 16) * 4] .. '='
+  local function base64(s)
+    local full = #s - #s % 3
+    local out = string.gsub(string.sub(s, 1, full), '...', memo)
+    local rest = #s - full
+    if rest == 1 then
+      local a = string.byte(s, full + 1)
+      out = out .. chars[math.floor(a / 4)] .. chars[(a % 4) * 16] .. '=='
+    elseif rest == 2 then
+      local a, b = string.byte(s, full + 1, full + 2)
+      local n = a * 256 + b
+      out = out .. chars[math.floor(n / 1024)] .. chars[math.floor(n / 16) % 64] .. chars[(n % 16) * 4] .. '='
+    end
+    return out
   end
-  return out
+  -- A body that ends with Celery's empty embed part: the groups before it, then the encoding of
+  -- its last 0-2 bytes and the embed part, which is one of a handful per call.
+  local tails = setmetatable({}, {__index = function(t, k)
+    local v = base64(k .. EMBED)
+    rawset(t, k, v)
+    return v
+  end})
+  local function base64_embedded(stripped)
+    local full = #stripped - #stripped % 3
+    return string.gsub(string.sub(stripped, 1, full), '...', memo) .. tails[string.sub(stripped, full + 1)]
+  end
+  return base64, base64_embedded
 end
 
-local function unpack_uuid(v)
+local function unpack_uuid_once(v)
   -- '~' + 22 base64url characters -> the canonical UUID text (the codec's _unpack_uuid).
   if #v ~= 23 then return nil end
   local hex = {}
@@ -67,10 +82,18 @@ local function unpack_uuid(v)
          string.sub(h, 17, 20) .. '-' .. string.sub(h, 21, 32)
 end
 
-local function iso_us(us)
-  -- Epoch microseconds as Python's datetime.isoformat() writes a UTC time (model.times.us_isoformat).
-  local secs = math.floor(us / 1000000)
-  local frac = us - secs * 1000000
+-- One sender's messages share their reply_to: each packed value is unpacked once per call.
+local uuid_memo = setmetatable({}, {__index = function(t, k)
+  local v = unpack_uuid_once(k) or false
+  rawset(t, k, v)
+  return v
+end})
+
+local function unpack_uuid(v)
+  return uuid_memo[v] or nil
+end
+
+local function iso_seconds(secs)
   local days = math.floor(secs / 86400)
   local rem = secs - days * 86400
   local z = days + 719468
@@ -82,10 +105,22 @@ local function iso_us(us)
   local d = doy - math.floor((153 * mp + 2) / 5) + 1
   local m = mp < 10 and mp + 3 or mp - 9
   local y = yoe + era * 400 + (m <= 2 and 1 or 0)
-  local text = string.format('%04d-%02d-%02dT%02d:%02d:%02d', y, m, d, math.floor(rem / 3600),
-                             math.floor(rem / 60) % 60, rem % 60)
-  if frac > 0 then text = text .. string.format('.%06d', frac) end
-  return text .. '+00:00'
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d', y, m, d, math.floor(rem / 3600),
+                       math.floor(rem / 60) % 60, rem % 60)
+end
+
+local seconds_memo = setmetatable({}, {__index = function(t, k)
+  local v = iso_seconds(k)
+  rawset(t, k, v)
+  return v
+end})
+
+local function iso_us(us)
+  -- Epoch microseconds as Python's datetime.isoformat() writes a UTC time (model.times.us_isoformat).
+  local secs = math.floor(us / 1000000)
+  local frac = us - secs * 1000000
+  if frac > 0 then return string.format('%s.%06d+00:00', seconds_memo[secs], frac) end
+  return seconds_memo[secs] .. '+00:00'
 end
 
 local function round_trips(meta)
@@ -136,6 +171,9 @@ local function new_envelopes(routes, tag)
   local steps, queues, exchanges = routes.steps, routes.queues, routes.exchanges
   local bindings = {}  -- exchange -> its binding rows, read once per call
   local serial = 0
+  local base64, base64_embedded = new_base64()
+  local json_ok = accept['application/json']
+  local mode_text = tostring(routes.mode)
 
   local function rows(name, x)
     local found = bindings[name]
@@ -201,9 +239,65 @@ local function new_envelopes(routes, tag)
     return out
   end
 
+  local function quoted(text)
+    if string.find(text, '[%c"\\]') then return cjson.encode(text) end
+    return '"' .. text .. '"'
+  end
+
+  local step0 = 1  -- the list of priority 0
+  for n = 1, #steps do if steps[n] <= 0 then step0 = n end end
+  local quoted_uuids = setmetatable({}, {__index = function(t, k)
+    local v = uuid_memo[k]
+    v = v and ('"' .. v .. '"') or false
+    rawset(t, k, v)
+    return v
+  end})
+
+  local function lane(task_id, raw, start)
+    -- The common entry (no extras: Celery's default headers and properties, the default
+    -- exchange), written as text: its JSON strings are copied as they are stored, so nothing is
+    -- decoded and encoded again. Returns nil when the entry is not of this form.
+    local task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
+      '^%[("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),?(%d*)%]\n()', start)
+    if not task or not json_ok or task == '""' or rk == '""' then return nil end
+    local escape = string.find(raw, '\\', start, true)
+    if escape and escape < body_at then return nil end  -- an escaped quote would have misled the match
+    local lists = queues[string.sub(rk, 2, -2)]
+    if not lists then return nil end
+    if string.byte(reply_to, 2) == 126 then  -- '~': a packed UUID
+      reply_to = quoted_uuids[string.sub(reply_to, 2, -2)]
+      if not reply_to then return nil end
+    end
+    if mode == '0' then mode = mode_text end
+    if string.find(raw, '[\128-\255]', body_at) then return nil end
+    local stored = string.sub(raw, body_at)
+    local ok, data = pcall(cjson.decode, stored .. ']')
+    if not ok or type(data) ~= 'table' or data[3] ~= nil then return nil end
+    local a, k = data[1], data[2]
+    if type(a) ~= 'table' or type(k) ~= 'table' or (next(a) ~= nil and a[1] == nil) or k[1] ~= nil then
+      return nil
+    end
+    local zset_eta = ''
+    if eta ~= '' then zset_eta = ',"zset_eta":"' .. iso_us(tonumber(eta)) .. '"' end
+    local id = quoted(task_id)
+    serial = serial + 1
+    return '{"body":"' .. base64_embedded(stored) ..
+      '","content-encoding":"utf-8","content-type":"application/json","headers":{"lang":"py","task":' ..
+      task .. ',"id":' .. id .. ',"shadow":null,"eta":null,"expires":null,"group":null,"group_index":null,' ..
+      '"retries":0,"timelimit":[null,null],"root_id":' .. id .. ',"parent_id":null,"argsrepr":' .. args ..
+      ',"kwargsrepr":' .. kwargs .. ',"origin":' .. origin .. ',"ignore_result":false,' ..
+      '"replaced_task_nesting":0,"stamped_headers":null,"stamps":{}' .. zset_eta ..
+      '},"properties":{"correlation_id":' .. id .. ',"reply_to":' .. reply_to .. ',"delivery_mode":' .. mode ..
+      ',"priority":0,"body_encoding":"base64","delivery_tag":"' .. tag .. string.format('%012x', serial) ..
+      '","delivery_info":{"exchange":"","routing_key":' .. rk .. '}}}', lists[step0]
+  end
+
   local function build(task_id, value)
+    local start = (string.byte(value, 1) == 1 and #value >= 11) and 12 or 1
+    local fast_text, fast_key = lane(task_id, value, start)
+    if fast_text then return fast_text, fast_key end
     local raw = value
-    if string.byte(raw, 1) == 1 and #raw >= 11 then raw = string.sub(raw, 12) end
+    if start == 12 then raw = string.sub(raw, 12) end
     local nl = string.find(raw, '\n', 1, true)
     if not nl then return nil end
     local meta_text = string.sub(raw, 1, nl - 1)
