@@ -238,7 +238,7 @@ class Settings:
     fast_path: str = _opt(
         "auto", _fast_path,
         "`'auto'`: when the broker is the store's own standalone Redis server and database, one Lua "
-        "script moves due tasks straight into Kombu's queue lists (no duplicate, ~10x the rate); "
+        "script moves due tasks straight into Kombu's queue lists (never a duplicate, several times the rate); "
         "what it cannot route or rebuild exactly takes the generic path. `False`: always the generic path.",
     )
     metrics_port: int | None = _opt(
