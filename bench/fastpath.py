@@ -51,7 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     def say(text: str) -> None:
         print(f"[{time.monotonic() - started:6.1f}s] {text} (load {load()})", file=sys.stderr, flush=True)
 
-    results: dict[str, Any] = {"loads": []}
+    results: dict[str, Any] = {"loads": [], "command": "python -m bench.fastpath " + " ".join(argv or sys.argv[1:])}
+
+    def keep() -> None:  # after every figure: a run cut short keeps what it measured
+        if args.save:
+            with open(args.save, "w", encoding="utf-8") as f:
+                f.write(json.dumps(results, indent=2) + "\n")
     with ExitStack() as stack:
         server = stack.enter_context(RedisServer())
         envs = {
@@ -63,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             results["environment"] = describe_machine(envs["fast"])
             say(f"plain apply_async() x{args.calls:,}")
             results["plain_apply_async_per_s"] = round(plain_rate(envs["fast"], args.calls))
+            keep()
             results["drain"] = []
             for n in sizes:
                 for path in ("fast", "generic"):
@@ -72,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                     d = drain(envs[path], path, n)
                     results["drain"].append({**asdict(d), "per_second": round(d.per_second)})
                     results["loads"].append(load())
+                    keep()
                     say(f"{path}: {d.per_second:,.0f} tasks/s, {d.queued:,} in the queue")
             results["burst"] = []
             for path in ("fast", "generic"):
@@ -81,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                 b = burst(envs[path], path, size)
                 results["burst"].append(asdict(b))
                 results["loads"].append(load())
+                keep()
                 say(f"{path}: last in the queue {b.last_in_queue_ms / 1000:.2f}s after the due time")
             results["lateness"] = []
             for rate in [int(r) for r in args.lateness.split(",") if r.strip()]:
@@ -89,12 +97,11 @@ def main(argv: list[str] | None = None) -> int:
                     late = steady_lateness(envs[path], rate, args.lateness_seconds)
                     results["lateness"].append({"path": path, "rate": rate, **asdict(late)})
                     results["loads"].append(load())
+                    keep()
         finally:
             for env in envs.values():
                 env.cleanup()
-    if args.save:
-        with open(args.save, "w", encoding="utf-8") as f:
-            f.write(json.dumps(results, indent=2) + "\n")
+    keep()
     print(json.dumps(results, indent=2) if args.json else report(results))
     return 0
 

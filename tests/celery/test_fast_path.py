@@ -312,3 +312,18 @@ def test_the_setting_turns_it_off_and_other_databases_never_take_it(apps: AppFac
     broker = apps.server.client(BROKER_DB)
     wait_for(lambda: lists(broker), what="the message published the generic way")
     assert handoff.routes() is None and handoff.pushed == 0
+
+
+def test_a_queue_key_of_another_type_loses_nothing(apps: AppFactory) -> None:
+    _, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    broker.set("q", "not a list")  # LPUSH would fail: the script must not have taken the entry by then
+    task_id = str(uuid.uuid4())
+    ours.tasks["t.record"].apply_async(("x",), task_id=task_id, queue="q", countdown=0.2)
+    handoff = fast_dispatch(apps, ours, 1)
+    assert handoff.pushed == 0  # left to the generic path, which keeps it until the broker takes it
+    time.sleep(1.0)
+    assert celery_zset_scheduler.lookup(ours, task_id) is not None
+    broker.delete("q")
+    raw = wait_for(lambda: broker.rpop("q"), timeout=60, what="the message once the key is a list again")
+    assert json.loads(raw)["headers"]["id"] == task_id

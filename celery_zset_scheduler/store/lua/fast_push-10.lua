@@ -56,50 +56,76 @@ if any_revoked then
 end
 
 if #items > 0 then
+  -- Everything is read and built first, and only then written: a builder error (pcall) or a
+  -- queue key of another type sends the entry to the generic path instead of aborting a script
+  -- that has already taken entries out of `due` (Redis does not roll a script back).
   local found = {}
   for i = 1, #items, 2 do found[#found + 1] = items[i] end
-  -- The first #found by rank are exactly what the range returned: no id to pass back to Redis.
-  redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
   local messages = call_sliced('HMGET', msg, found)
-  local leases, gone, writes, order = {}, {}, {}, {}
   local keyed = redis.call('HLEN', id_keys) > 0
   local revokes = {}
   if any_revoked then revokes = call_sliced('ZMSCORE', revoked, found) end
   local env = new_envelopes(routes, ARGV[8])
+  local built, targets_of = {}, {}
+  local key_ok = {}
+  for i = 1, #found do
+    if messages[i] and not revokes[i] then
+      local ok, envelope, targets = pcall(env.build, found[i], messages[i])
+      if not ok then
+        redis.log(redis.LOG_WARNING, 'zset fast_push: entry left to the generic path: ' .. tostring(envelope))
+      elseif envelope then
+        if type(targets) == 'number' then targets = {targets} end  -- the common case: one list
+        for t = 1, #targets do
+          local key = targets[t]
+          if key_ok[key] == nil then
+            local kind = redis.call('TYPE', KEYS[key])['ok']
+            key_ok[key] = kind == 'list' or kind == 'none'
+          end
+          if not key_ok[key] then envelope = nil; break end
+        end
+        built[i], targets_of[i] = envelope, targets
+      end
+    end
+  end
+
+  -- The first #found by rank are exactly what the range returned: no id to pass back to Redis.
+  -- Removing first also frees memory before anything grows it (a full store still drains).
+  redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
+  local leases, gone, forget, writes, order = {}, {}, {}, {}, {}
   for i = 1, #found do
     local id = found[i]
     if not messages[i] then
       orphans[#orphans + 1] = id
-      if keyed then forget_key(pending_keys, id_keys, id) end
+      forget[#forget + 1] = id
     elseif revokes[i] then
       dropped[#dropped + 1] = id
       gone[#gone + 1] = id
-      if keyed then forget_key(pending_keys, id_keys, id) end
-    else
-      local envelope, targets = env.build(id, messages[i])
-      if envelope then
-        if type(targets) == 'number' then targets = {targets} end  -- the common case: one list
-        for t = 1, #targets do
-          local key = targets[t]
-          local list = writes[key]
-          if not list then list = {}; writes[key] = list; order[#order + 1] = key end
-          list[#list + 1] = envelope
-        end
-        gone[#gone + 1] = id
-        pushed_scores[#pushed_scores + 1] = tonumber(items[2 * i])
-        if keyed then forget_key(pending_keys, id_keys, id) end
-      else
-        ids[#ids + 1] = id
-        scores[#scores + 1] = items[2 * i]
-        payloads[#payloads + 1] = messages[i]
-        leases[#leases + 1] = deadline
-        leases[#leases + 1] = id
+      forget[#forget + 1] = id
+    elseif built[i] then
+      local targets = targets_of[i]
+      for t = 1, #targets do
+        local key = targets[t]
+        local list = writes[key]
+        if not list then list = {}; writes[key] = list; order[#order + 1] = key end
+        list[#list + 1] = built[i]
       end
+      gone[#gone + 1] = id
+      forget[#forget + 1] = id
+      pushed_scores[#pushed_scores + 1] = tonumber(items[2 * i])
+    else
+      ids[#ids + 1] = id
+      scores[#scores + 1] = items[2 * i]
+      payloads[#payloads + 1] = messages[i]
+      leases[#leases + 1] = deadline
+      leases[#leases + 1] = id
     end
   end
   for _, key in ipairs(order) do call_sliced('LPUSH', KEYS[key], writes[key]) end
   if #gone > 0 then call_sliced('HDEL', msg, gone) end
   if #leases > 0 then call_sliced('ZADD', inflight, leases) end
+  if keyed then
+    for _, id in ipairs(forget) do forget_key(pending_keys, id_keys, id) end
+  end
 end
 
 local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
