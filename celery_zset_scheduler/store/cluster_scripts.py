@@ -13,9 +13,9 @@ What a reply says decides what happens to its call:
 - ``MOVED``, ``TRYAGAIN``, ``CLUSTERDOWN`` (the slot map changed, a failover is under way): the
   call did not run; the slot map is read again and the call is sent to the slot's node now;
 - ``ASK`` (a slot being migrated): ``ASKING`` and the call on the node it names;
-- a node that cannot be connected to: nothing was sent there; its calls are tried again once the
-  slot map has been re-read, and after a few attempts they get the connection error as their
-  reply, so the shards on that node wait while the others go on;
+- a node that cannot be connected to: nothing was sent there; the slot map is read again and its
+  calls go to the node it names now, if another; otherwise they get the connection error as
+  their reply at once, so the shards on that node wait while the others go on;
 - a connection lost after sending: the call may have run; it gets the error (never re-sent).
 """
 
@@ -32,7 +32,7 @@ from redis.exceptions import AskError, ClusterDownError, MovedError, NoScriptErr
 from .scripts import Call, Scripts
 
 ATTEMPTS = 4  # rounds for calls that did not run (redirects, a node being replaced)
-PAUSE_S = 0.05  # before a further round, doubled each time (a failover takes a second or more)
+PAUSE_S = 0.05  # before sending a redirected call again (the slot map is being updated)
 REDIRECTS = (MovedError, TryAgainError, ClusterDownError)
 
 
@@ -61,29 +61,45 @@ class ClusterScripts(Scripts):
         raw: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
         asks: dict[int, Any] = {}
-        for attempt in range(ATTEMPTS):
+        sent_to: dict[int, str] = {}  # call -> the node it was last sent to
+        pause = 0.0
+        waits: list[Any] = []  # WAIT's reply on each connection whose calls ran
+        for _ in range(ATTEMPTS):
             if not todo:
                 break
-            if attempt:
-                time.sleep(PAUSE_S * 2 ** (attempt - 1))
+            if pause:
+                time.sleep(pause)
             groups: dict[str, tuple[Any, list[int]]] = {}
             for i in todo:
                 node = asks.pop(i, None) or self.node_of(calls[i].keys[0])
+                sent_to[i] = node.name
                 groups.setdefault(node.name, (node, []))[1].append(i)
-            replies = self._round(calls, groups, durable)
-            todo, refresh = [], False
+            replies = self._round(calls, groups, durable, waits)
+            todo, refresh, unsent, pause = [], False, [], 0.0
             for i, reply in replies.items():
                 raw[i] = reply
                 if isinstance(reply, AskError) and not isinstance(reply, MovedError):
                     asks[i] = self._ask_target(reply)
                     todo.append(i)
-                elif isinstance(reply, (*REDIRECTS, _Unsent, NoScriptError)):
-                    refresh = refresh or not isinstance(reply, NoScriptError)
+                elif isinstance(reply, NoScriptError):
+                    todo.append(i)  # loaded on its node by _round: again at once
+                elif isinstance(reply, REDIRECTS):
+                    refresh = True
+                    pause = max(pause, PAUSE_S)
                     todo.append(i)
+                elif isinstance(reply, _Unsent):
+                    refresh = True
+                    unsent.append(i)
                 elif isinstance(reply, (redis.ConnectionError, redis.TimeoutError)):
                     refresh = True
             if refresh:
                 self._refresh()
+            # A node that refused the connection: again only if the slot map now names another
+            # node for it (the failover is done); otherwise its shards wait for the next pass
+            # rather than holding up the others' round trip.
+            todo += [i for i in unsent if self.node_of(calls[i].keys[0]).name != sent_to[i]]
+        for waited in waits:  # after every call that could run has run
+            self.check_wait(waited)
         out: list[Any] = []
         for call, reply in zip(calls, raw, strict=True):
             if isinstance(reply, _Unsent):
@@ -110,7 +126,7 @@ class ClusterScripts(Scripts):
             self.client.nodes_manager.initialize()
 
     def _round(self, calls: Sequence[Call[Any]], groups: dict[str, tuple[Any, list[int]]],
-               durable: bool) -> dict[int, Any]:
+               durable: bool, waits: list[Any]) -> dict[int, Any]:
         """Write every node's group, then read every reply: one round trip for all nodes."""
         replies: dict[int, Any] = {}
         # Per node: its pool, the connection, and what each reply is (a call's index; -1 for
@@ -148,6 +164,7 @@ class ClusterScripts(Scripts):
         missing: dict[int, tuple[Any, set[str]]] = {}
         for pool, conn, plan in sent:
             lost: BaseException | None = None
+            wait_reply: Any = None
             for what in plan:
                 if lost is None:
                     try:
@@ -160,13 +177,17 @@ class ClusterScripts(Scripts):
                 if lost is not None:
                     reply = lost
                 if what == -2:
-                    if lost is None:
-                        self.check_wait(reply)
+                    wait_reply = reply
                 elif what >= 0:
                     replies[what] = reply
                     if isinstance(reply, NoScriptError):
                         missing.setdefault(id(pool), (pool, set()))[1].add(calls[what].script)
             pool.release(conn)
+            # WAIT counts for the writes of this connection; when none ran (every call was
+            # redirected: this node is no longer the master, WAIT is refused there), it says nothing.
+            ran = any(not isinstance(replies.get(i), Exception) for i in plan if i >= 0)
+            if -2 in plan and lost is None and ran:
+                waits.append(wait_reply)
         for pool, names in missing.values():
             loader = redis.Redis(connection_pool=pool)
             for name in names:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from ..model.keys import KeySpace, check_storable, storable
 from . import meta
+from .client import is_cluster
 from .schedule import NewEntry, ScheduleResult, schedule_call
 from .scripts import Call, ScriptDef, Scripts, as_bool, scripts_for
 from .stream import ScheduleStream
@@ -115,6 +116,11 @@ class Store:
         self.scripts: Scripts = scripts_for(client, wait)
         self._meta_checked = False
         self._meta_lock = threading.Lock()
+
+    @property
+    def clustered(self) -> bool:
+        """On a Redis Cluster, where one master down fails only the calls of its shards."""
+        return is_cluster(self.client)
 
     @property
     def shards(self) -> int:

@@ -188,8 +188,11 @@ class Scripts:
         if wait is not None:
             pipe.execute_command("WAIT", *wait)
         raw = list(pipe.execute(raise_on_error=False))
+        waited: list[Any] = []  # checked once every call that could run has run
         if waits:
-            self.check_wait(raw.pop())
+            reply = raw.pop()
+            if any(not isinstance(r, Exception) for r in raw):  # WAIT says nothing of calls that did not run
+                waited.append(reply)
         missing = [i for i, r in enumerate(raw) if isinstance(r, NoScriptError)]
         if missing:
             client = redis.Redis(connection_pool=pipe.connection_pool)
@@ -202,9 +205,13 @@ class Scripts:
                 again.execute_command("WAIT", *wait)
             replies = list(again.execute(raise_on_error=False))
             if waits:
-                self.check_wait(replies.pop())
+                reply = replies.pop()
+                if any(not isinstance(r, Exception) for r in replies):
+                    waited.append(reply)
             for i, reply in zip(missing, replies, strict=True):
                 raw[i] = reply
+        for reply in waited:
+            self.check_wait(reply)
         out: list[Any] = []
         for call, reply in zip(calls, raw, strict=True):
             out.append(reply if isinstance(reply, Exception) else call.parse(reply))

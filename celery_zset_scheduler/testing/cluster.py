@@ -1,7 +1,9 @@
 """A real Redis Cluster on free loopback ports: plain ``redis-server --cluster-enabled yes``
 processes joined by ``redis-cli --cluster create``, for tests and the benchmarks.
 
-Three masters and one replica each by default, AOF on every node. Nodes are stopped by PID;
+Three masters and one replica each by default, AOF on every node, and
+``cluster-require-full-coverage no`` (as the README recommends for the store: while a master is
+being replaced, the others go on serving their shards). Nodes are stopped by PID;
 ``kill(node)`` is a ``kill -9`` and ``restore()`` brings every stopped node back (a killed master
 rejoins as a replica of the one that replaced it) and waits until the cluster is whole again.
 """
@@ -88,7 +90,9 @@ class RedisClusterServer:
             RedisServer(
                 port=port, appendonly=True, data_dir=str(self.dir / str(port)),
                 extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                       "--cluster-node-timeout", str(node_timeout_ms)],
+                       "--cluster-node-timeout", str(node_timeout_ms),
+                       # The other masters go on serving their slots while one is replaced.
+                       "--cluster-require-full-coverage", "no"],
             )
             for port in ports
         ]
