@@ -144,6 +144,15 @@ def _bool(key: str, value: Any) -> bool:
     raise _fail(key, value, "true or false")
 
 
+def _fast_path(key: str, value: Any) -> str:
+    # "auto" (and True): on when detected; False/"false"/"off": never.
+    if value is True or (isinstance(value, str) and value.strip().lower() in ("auto", "true", "on", "yes", "1")):
+        return "auto"
+    if value is False or (isinstance(value, str) and value.strip().lower() in ("false", "off", "no", "0")):
+        return "off"
+    raise _fail(key, value, "'auto' or False")
+
+
 def _cluster(key: str, value: Any) -> str:
     text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
     if text in ("auto",):
@@ -250,6 +259,12 @@ class Settings:
         "With a RabbitMQ broker (py-amqp), dispatchers publish with publisher confirms, in batches: "
         "a task leaves the store only once RabbitMQ confirmed it. `False`: one Kombu publish a "
         "message, counted when written.",
+    )
+    fast_path: str = _opt(
+        "auto", _fast_path,
+        "`'auto'`: when the broker is the store's own standalone Redis server and database, one Lua "
+        "script moves due tasks straight into Kombu's queue lists (never a duplicate, several times the rate); "
+        "what it cannot route or rebuild exactly takes the generic path. `False`: always the generic path.",
     )
     metrics_port: int | None = _opt(
         None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."

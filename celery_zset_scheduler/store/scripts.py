@@ -95,6 +95,8 @@ class ScriptDef:
 
     name: str
     keys: tuple[str, ...]
+    #: Takes more keys after its fixed ones (keys computed per call, as its header says).
+    variadic: bool = False
 
     def __post_init__(self) -> None:
         DEFINITIONS[self.name] = self
@@ -108,6 +110,13 @@ class ScriptDef:
         if len(keys) != len(self.keys):
             raise TypeError(f"{self.name}.lua takes the keys {self.keys}, got {len(keys)}")
         return Call(self.name, tuple(keys), tuple(args), parse)
+
+    def call_extended(self, keyset: Any, extra: Sequence[str], args: Sequence[Any],
+                      parse: Callable[[Any], T]) -> Call[T]:
+        """A call of a variadic script: the named keys from ``keyset``, then ``extra``."""
+        if not self.variadic:
+            raise TypeError(f"{self.name}.lua takes no keys beyond {self.keys}")
+        return Call(self.name, (*(getattr(keyset, k) for k in self.keys), *extra), tuple(args), parse)
 
 
 def as_int(reply: Any) -> int:
@@ -151,7 +160,10 @@ class Scripts:
 
     def _evalsha_args(self, call: Call[Any]) -> tuple[Any, ...]:
         source = self._sources[call.script]
-        if len(call.keys) != source.numkeys:
+        definition = DEFINITIONS.get(call.script)
+        if definition is not None and definition.variadic and len(call.keys) >= source.numkeys:
+            pass  # the fixed keys, then the ones computed per call
+        elif len(call.keys) != source.numkeys:
             raise TypeError(f"{call.script}.lua takes {source.numkeys} keys, got {len(call.keys)}")
         return (source.sha, len(call.keys), *call.keys, *call.args)
 
