@@ -153,6 +153,17 @@ def _fast_path(key: str, value: Any) -> str:
     raise _fail(key, value, "'auto' or False")
 
 
+def _cluster(key: str, value: Any) -> str:
+    text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
+    if text in ("auto",):
+        return "auto"
+    if text in ("1", "true", "yes", "on"):
+        return "true"
+    if text in ("0", "false", "no", "off"):
+        return "false"
+    raise _fail(key, value, "'auto', true or false")
+
+
 def _opt(default: Any, parse: Parser, doc: str, default_doc: str | None = None) -> Any:
     meta = {"parse": parse, "doc": doc, "default_doc": default_doc}
     if isinstance(default, (dict, list)):
@@ -199,6 +210,20 @@ class Settings:
     accept_content: tuple[str, ...] = _opt(
         ("json",), _names,
         "Serializers whose messages may be stored. Anything but JSON is an explicit opt-in.",
+    )
+    cluster: str = _opt(
+        "auto", _cluster,
+        "Whether the store's Redis is a Redis Cluster: `auto` asks the server (`cluster_enabled` in "
+        "`INFO`) when the store is first used, `true`/`false` force it. On a cluster the URL names any node.",
+    )
+    wait_replicas: int = _opt(
+        0, _int(0, 64),
+        "Scheduling returns only once this many replicas have the write (Redis `WAIT`); 0: once the "
+        "master has it. Not enough replicas in time raises `NotReplicated` (the entry is stored on the master).",
+    )
+    wait_timeout: float = _opt(
+        1.0, _seconds(0.001, 3600.0),
+        "Longest a schedule waits for `wait_replicas` replicas.",
     )
     redis_options: dict[str, Any] = _opt(
         {}, _options, "Extra keyword arguments for the redis-py client (timeouts, TLS files...)."

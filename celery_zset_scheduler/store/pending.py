@@ -16,8 +16,9 @@ from typing import Any, Literal
 
 from ..model.keys import KeySpace, check_storable, storable
 from . import meta
+from .client import is_cluster
 from .schedule import NewEntry, ScheduleResult, schedule_call
-from .scripts import Call, ScriptDef, Scripts, as_bool
+from .scripts import Call, ScriptDef, Scripts, as_bool, scripts_for
 from .stream import ScheduleStream
 from .values import payload as stored_payload
 
@@ -109,12 +110,17 @@ def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_
 class Store:
     """One client's view of the store at ``prefix`` with ``shards`` shards."""
 
-    def __init__(self, client: Any, keys: KeySpace) -> None:
+    def __init__(self, client: Any, keys: KeySpace, wait: tuple[int, int] | None = None) -> None:
         self.client = client
         self.keys = keys
-        self.scripts = Scripts(client)
+        self.scripts: Scripts = scripts_for(client, wait)
         self._meta_checked = False
         self._meta_lock = threading.Lock()
+
+    @property
+    def clustered(self) -> bool:
+        """On a Redis Cluster, where one master down fails only the calls of its shards."""
+        return is_cluster(self.client)
 
     @property
     def shards(self) -> int:
@@ -143,7 +149,7 @@ class Store:
         self.check_meta()
         entry = NewEntry(task_id, due_ms, payload, idempotency_key)
         shard = self.keys.shard_of(idempotency_key or task_id)
-        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace))[0]
+        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace), durable=True)[0]
 
     def schedule_many(self, entries: Sequence[NewEntry], *, replace: bool = False) -> list[ScheduleResult]:
         """Schedule many entries in one pipelined round trip; results are in the input order."""
@@ -161,7 +167,7 @@ class Store:
                 calls.append(schedule_call(self.keys, shard, [entries[i] for i in chunk], replace))
                 chunks.append(chunk)
         results: list[ScheduleResult | None] = [None] * len(entries)
-        for chunk, replies in zip(chunks, self.scripts.run_many(calls), strict=True):
+        for chunk, replies in zip(chunks, self.scripts.run_many(calls, durable=True), strict=True):
             for i, result in zip(chunk, replies, strict=True):
                 results[i] = result
         return [r for r in results if r is not None]
@@ -170,7 +176,7 @@ class Store:
         """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
         as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
         self.check_meta()
-        with ScheduleStream(self.client, self.keys, CHUNK) as stream:
+        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts) as stream:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created
