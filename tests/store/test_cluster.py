@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 
 from celery_zset_scheduler.model.keys import KeySpace
@@ -66,3 +67,35 @@ def test_a_master_down_fails_only_its_shards_and_its_replica_takes_over(cluster:
         assert time.monotonic() < deadline, "the promoted replica never answered"
         time.sleep(0.2)
     assert pending(store) == len(entries)  # each write was on the replica before the kill
+
+
+def test_a_call_to_a_slot_being_migrated_follows_the_ask_redirection(cluster: RedisClusterServer) -> None:
+    client = make_client(cluster.url, cluster="true")
+    store = Store(client, KeySpace("zt", SHARDS))
+    store.check_meta()
+    sk = store.keys.shard(5)  # empty: every key of the slot is "not here yet" on its source
+    slot = client.keyslot(sk.due)
+    source = cluster.master_of(sk.due)
+    target = next(cluster.node(p) for p in cluster.master_ports() if p != source.port)
+    source_id = source.client().execute_command("CLUSTER", "MYID").decode()
+    target_id = target.client().execute_command("CLUSTER", "MYID").decode()
+    target.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+    source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    for node in (source, target):
+        node.client().config_resetstat()
+    task_id = next(f"a{i}" for i in range(10_000) if store.keys.shard_of(f"a{i}") == 5)
+    try:
+        # The source answers ASK (the keys are not there); the call goes with ASKING to the
+        # importing node, which refuses a script over keys it does not all have yet (TRYAGAIN):
+        # the call did not run anywhere, and the shard waits until the slot has moved.
+        with pytest.raises(redis.exceptions.TryAgainError):
+            store.schedule(task_id, NOW, b"x")
+        assert source.client().info("errorstats").get("errorstat_ASK", {}).get("count", 0) >= 1
+        assert target.client().info("errorstats").get("errorstat_TRYAGAIN", {}).get("count", 0) >= 1
+    finally:
+        for port in cluster.master_ports():
+            cluster.node(port).client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    cluster.wait_healthy()
+    assert store.get(task_id) is None  # it ran nowhere
+    assert store.schedule(task_id, NOW, b"x").status == "scheduled"  # MOVED to the slot's new node
+    assert target.client().zscore(sk.due, task_id) == NOW
