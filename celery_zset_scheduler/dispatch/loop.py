@@ -193,6 +193,9 @@ class Dispatcher:
 
     def _beat(self) -> None:
         self.handoff.settle()
+        # Follow a reshard: its new shards get leaders within a heartbeat, the fair share is dealt
+        # over both layouts' shards while it runs and over the new count once it has ended.
+        self.store.refresh_layout()
         changes = self.leadership.beat()
         for shard in changes.acquired:
             self._next_due[shard] = 0.0  # claim at once: we do not know its next due time yet

@@ -8,18 +8,25 @@ The dispatcher's side (claim, ack, release, reap) is in :mod:`.claims`.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import ShardCountMismatch
 from ..model.keys import KeySpace, check_storable, storable
+from ..model.logs import log_event
 from . import meta
-from .schedule import NewEntry, ScheduleResult, schedule_call
+from .schedule import NewEntry, ScheduleResult, layout_refused, schedule_call
 from .scripts import Call, ScriptDef, Scripts, as_bool
 from .stream import ScheduleStream
 from .values import payload as stored_payload
+
+# Routing again after a refusal by the shard's layout: a reshard begins or ends once, so a second
+# refusal in a row would be a bug or a store being resharded back and forth.
+LAYOUT_TRIES = 3
 
 # Entries per schedule script call: big enough to amortize the round trip, small enough that
 # one call never blocks Redis for long (about a millisecond).
@@ -107,18 +114,25 @@ def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_
 # -- the store ----------------------------------------------------------------------------------
 
 class Store:
-    """One client's view of the store at ``prefix`` with ``shards`` shards."""
+    """One client's view of the store at ``prefix`` with ``shards`` shards.
+
+    A client follows a reshard it finds under way or sees happen while it runs (``keys`` routes
+    with the new count from the moment a move begins and spans both layouts' shards until it
+    ends); a client *started* with a count the store does not have refuses (:meth:`check_meta`).
+    """
 
     def __init__(self, client: Any, keys: KeySpace) -> None:
         self.client = client
         self.keys = keys
+        self.configured = keys.shards  # the zset_scheduler_shards this client was started with
         self.scripts = Scripts(client)
         self._meta_checked = False
         self._meta_lock = threading.Lock()
 
     @property
     def shards(self) -> int:
-        return self.keys.shards
+        """How many shards may hold entries (both layouts' while a reshard is under way)."""
+        return self.keys.span
 
     def check_meta(self) -> None:
         """Record the shard count on first use; refuse a store created with another one."""
@@ -126,8 +140,42 @@ class Store:
             return
         with self._meta_lock:
             if not self._meta_checked:
-                meta.ensure(self.scripts, self.keys)
+                self._follow(meta.ensure(self.scripts, self.keys, self.configured))
                 self._meta_checked = True
+
+    def verify_meta(self) -> None:
+        """Like :meth:`check_meta`, reading only (for tools that must not create a store)."""
+        recorded = meta.read(self.client, self.keys)
+        found = meta.problem(self.keys, recorded, self.configured)
+        if found:
+            raise ShardCountMismatch(found)
+        self._follow(recorded)
+
+    def refresh_layout(self) -> None:
+        """Read the store's layout again and follow a reshard begun or ended since (a running
+        client keeps working through a reshard; a new one must be started with the new count)."""
+        recorded = meta.read(self.client, self.keys)
+        if recorded.layout is None:
+            return
+        known = {self.keys.shards, self.configured}
+        if recorded.layout.moving_to is None and recorded.shards not in known \
+                and recorded.resharded_from not in known:
+            raise ShardCountMismatch(meta.problem(self.keys, recorded, self.configured) or "")
+        self._follow(recorded)
+        self._meta_checked = True
+
+    def _follow(self, recorded: meta.Recorded) -> None:
+        layout = recorded.layout
+        if layout is None:
+            return
+        keys = KeySpace(self.keys.prefix, layout.routing, layout.span)
+        if keys != self.keys:
+            log_event(logging.WARNING if layout.routing != self.configured else logging.INFO,
+                      "store.layout", prefix=self.keys.prefix, shards=layout.shards,
+                      moving_to=layout.moving_to, configured=self.configured,
+                      hint=("set zset_scheduler_shards=" + str(layout.routing) + " before the next start")
+                      if layout.routing != self.configured else "")
+            self.keys = keys
 
     # -- scheduling -----------------------------------------------------------------------------
 
@@ -142,38 +190,74 @@ class Store:
         _check_entry(task_id, idempotency_key)
         self.check_meta()
         entry = NewEntry(task_id, due_ms, payload, idempotency_key)
-        shard = self.keys.shard_of(idempotency_key or task_id)
-        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace))[0]
+        for _ in range(LAYOUT_TRIES):
+            keys = self.keys
+            shard = keys.shard_of(idempotency_key or task_id)
+            try:
+                return self.scripts.run(schedule_call(keys, shard, [entry], replace))[0]
+            except Exception as exc:
+                if not layout_refused(exc):
+                    raise
+                self.refresh_layout()
+        raise ShardCountMismatch(f"the store at prefix {self.keys.prefix!r} keeps changing its shard count")
 
     def schedule_many(self, entries: Sequence[NewEntry], *, replace: bool = False) -> list[ScheduleResult]:
         """Schedule many entries in one pipelined round trip; results are in the input order."""
         for entry in entries:
             _check_entry(entry.task_id, entry.idempotency_key)
         self.check_meta()
+        results: list[ScheduleResult | None] = [None] * len(entries)
+        todo = list(range(len(entries)))
+        for _ in range(LAYOUT_TRIES):
+            todo = self._schedule_chunks(entries, todo, replace, results)
+            if not todo:
+                return [r for r in results if r is not None]
+            self.refresh_layout()  # chunks refused by a shard's layout are routed again
+        raise ShardCountMismatch(f"the store at prefix {self.keys.prefix!r} keeps changing its shard count")
+
+    def _schedule_chunks(self, entries: Sequence[NewEntry], todo: list[int], replace: bool,
+                         results: list[ScheduleResult | None]) -> list[int]:
+        """Schedule ``entries[i]`` for each ``i`` of ``todo``; the ones refused by a shard's layout."""
+        keys = self.keys
         by_shard: dict[int, list[int]] = defaultdict(list)
-        for index, entry in enumerate(entries):
-            by_shard[self.keys.shard_of(entry.idempotency_key or entry.task_id)].append(index)
+        for index in todo:
+            entry = entries[index]
+            by_shard[keys.shard_of(entry.idempotency_key or entry.task_id)].append(index)
         chunks: list[list[int]] = []
         calls: list[Call[list[ScheduleResult]]] = []
         for shard, indexes in by_shard.items():
             for start in range(0, len(indexes), CHUNK):
                 chunk = indexes[start:start + CHUNK]
-                calls.append(schedule_call(self.keys, shard, [entries[i] for i in chunk], replace))
+                calls.append(schedule_call(keys, shard, [entries[i] for i in chunk], replace))
                 chunks.append(chunk)
-        results: list[ScheduleResult | None] = [None] * len(entries)
-        for chunk, replies in zip(chunks, self.scripts.run_many(calls), strict=True):
+        refused: list[int] = []
+        failure: Exception | None = None
+        for chunk, replies in zip(chunks, self.scripts.settle(calls), strict=True):
+            if isinstance(replies, Exception):
+                if layout_refused(replies):
+                    refused += chunk
+                elif failure is None:
+                    failure = replies
+                continue
             for i, result in zip(chunk, replies, strict=True):
                 results[i] = result
-        return [r for r in results if r is not None]
+        if failure is not None:
+            raise failure
+        return refused
 
     def add_many(self, entries: Iterable[tuple[str, int, bytes]]) -> int:
         """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
         as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
         self.check_meta()
-        with ScheduleStream(self.client, self.keys, CHUNK) as stream:
+        with ScheduleStream(self.client, self.keys, CHUNK, self._moved) as stream:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created
+
+    def _moved(self) -> KeySpace:
+        """The keys to route with after the stream was refused by a shard's layout."""
+        self.refresh_layout()
+        return self.keys
 
     def reschedule(self, task_id: str, due_ms: int) -> bool:
         """Move a pending entry to ``due_ms``; False when it is not pending."""

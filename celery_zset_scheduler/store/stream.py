@@ -8,18 +8,30 @@ instead of one. The commands are packed here because redis-py's generic per-argu
 more than building the entry. The command is built from the schedule script's own definition
 (``schedule.schedule_head``: keys and leading arguments; four arguments an entry) and sent with EVAL,
 so a script cache flushed mid-way cannot fail a chunk; the results are those of ``Store.schedule_many``.
+A chunk refused by its shard's layout (a reshard began) is routed again with the keys ``moved()``
+gives, with every entry not yet sent.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from ..model.keys import KeySpace
-from .schedule import SCHEDULE_ENTRY_ARGS, schedule_head
+from .schedule import SCHEDULE_ENTRY_ARGS, layout_refused, schedule_head
 from .scripts import sources
 
 WINDOW = 8  # chunks sent and not yet answered: enough to keep Redis busy, bounded buffers
+
+
+def refused_count(exc: ResponseError) -> int | None:
+    """The shard count a layout refusal names."""
+    words = str(exc).split()
+    return int(words[1]) if len(words) > 1 and words[1].isdigit() else None
 
 
 def _bulk(value: bytes) -> bytes:
@@ -34,10 +46,15 @@ class ScheduleStream:
     raised: entries sent before it may be stored, as with a failed pipeline.
     """
 
-    def __init__(self, client: Any, keys: KeySpace, chunk: int) -> None:
+    def __init__(self, client: Any, keys: KeySpace, chunk: int,
+                 moved: Callable[[], KeySpace] | None = None) -> None:
         source = sources()["schedule"]
         self.keys = keys
         self.chunk = chunk
+        self._moved = moved
+        self._raw: dict[int, list[tuple[str, int, bytes]]] = {}  # the entries of each buffer
+        self._sent: deque[list[tuple[str, int, bytes]]] = deque()  # of each unanswered chunk
+        self._again: list[tuple[str, int, bytes]] = []  # refused by a layout: to route again
         self._pool = client.connection_pool
         self._conn: Any = self._pool.get_connection()
         self._buffers: dict[int, list[bytes]] = {}
@@ -47,20 +64,30 @@ class ScheduleStream:
         self.created = 0
 
     def add(self, task_id: str, due_ms: int, payload: bytes) -> None:
+        if self._again:
+            self._route_again()
         shard = self.keys.shard_of(task_id)
         buffer = self._buffers.get(shard)
         if buffer is None:
             buffer = self._buffers[shard] = []
+            self._raw[shard] = []
+        self._raw[shard].append((task_id, due_ms, payload))
         tid = task_id.encode("utf-8")
         due = b"%d" % due_ms
         buffer.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$0\r\n\r\n" % (
             len(tid), tid, len(due), due, len(payload), payload,
         ))
         if len(buffer) >= self.chunk:
-            self._send(shard, buffer)
-            self._buffers[shard] = []
+            raw = self._raw[shard]
+            self._buffers[shard], self._raw[shard] = [], []
+            self._send(shard, buffer, raw)
 
-    def _send(self, shard: int, entries: list[bytes]) -> None:
+    def _route_again(self) -> None:
+        again, self._again = self._again, []
+        for task_id, due_ms, payload in again:
+            self.add(task_id, due_ms, payload)
+
+    def _send(self, shard: int, entries: list[bytes], raw: list[tuple[str, int, bytes]]) -> None:
         head = self._heads.get(shard)
         if head is None:
             keys, args = schedule_head(self.keys, shard, replace=False)
@@ -74,6 +101,7 @@ class ScheduleStream:
             command = b"*%d\r\n%b%b" % (count, head, b"".join(entries))
             self._conn.send_packed_command([command], check_health=False)
             self._outstanding += 1
+            self._sent.append(raw)
             while self._outstanding > WINDOW:
                 self._read()
         except BaseException:
@@ -81,21 +109,50 @@ class ScheduleStream:
             raise
 
     def _read(self) -> None:
-        replies = self._conn.read_response()
+        try:
+            replies = self._conn.read_response()
+        except ResponseError as exc:
+            self._outstanding -= 1
+            refused = self._sent.popleft()
+            if self._moved is None or not layout_refused(exc):
+                raise
+            self._relayout(refused, exc)
+            return
         self._outstanding -= 1
+        self._sent.popleft()
         self.created += sum(1 for r in replies if r == 1)
+
+    def _relayout(self, refused: list[tuple[str, int, bytes]], exc: ResponseError) -> None:
+        """A shard refused a chunk routed with these keys: route it, and what is buffered, again."""
+        assert self._moved is not None
+        keys = self._moved()
+        if keys.shards != refused_count(exc) and keys == self.keys:
+            raise exc
+        if keys != self.keys:
+            self.keys = keys
+            self._heads.clear()
+            for raw in self._raw.values():
+                self._again += raw
+            self._buffers.clear()
+            self._raw.clear()
+        self._again += refused
 
     def close(self) -> int:
         """Send what is buffered, wait for every reply and give the connection back."""
         if self._conn is None:
             return self.created
-        for shard, entries in self._buffers.items():
-            if entries:
-                self._send(shard, entries)
-        self._buffers.clear()
         try:
-            while self._outstanding:
-                self._read()
+            while True:
+                self._route_again()
+                buffers, raws = self._buffers, self._raw
+                self._buffers, self._raw = {}, {}
+                for shard, entries in buffers.items():
+                    if entries:
+                        self._send(shard, entries, raws[shard])
+                while self._outstanding:
+                    self._read()
+                if not self._again and not self._buffers:
+                    break
         except BaseException:
             self._abort()
             raise
