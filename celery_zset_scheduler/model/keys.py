@@ -181,7 +181,11 @@ class KeySpace:
         )
 
     def shard(self, shard: int) -> ShardKeys:
-        return self._shards[shard]
+        if 0 <= shard < len(self._shards):
+            return self._shards[shard]
+        # A shard beyond the count: a process that followed a reshard to fewer shards still
+        # releases the leases it held there.
+        return self._make(shard)
 
     def imported(self, shard: int) -> str:
         """HASH id -> due ms of every id ``celery zset import-eta`` moved into the shard (expires)."""
