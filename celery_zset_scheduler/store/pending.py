@@ -168,7 +168,7 @@ class Store:
         layout = recorded.layout
         if layout is None:
             return
-        keys = KeySpace(self.keys.prefix, layout.routing, layout.span)
+        keys = KeySpace(self.keys.prefix, layout.routing, layout.span if layout.span > layout.routing else 0)
         if keys != self.keys:
             log_event(logging.WARNING if layout.routing != self.configured else logging.INFO,
                       "store.layout", prefix=self.keys.prefix, shards=layout.shards,
