@@ -147,6 +147,19 @@ class Claims:
         calls = [ack_call(self.keys, s, group) for s, group in _by_shard(entries).items()]
         return sum(self.scripts.run_many(calls))
 
+    def ack_each(self, entries: Sequence[Claimed]) -> list[Claimed]:
+        """Ack shard by shard; returns the entries whose shard's ack failed (to ack later)."""
+        return self._each(entries, ack_call)
+
+    def release_each(self, entries: Sequence[Claimed]) -> list[Claimed]:
+        """Release shard by shard; returns the entries whose shard's release failed."""
+        return self._each(entries, release_call)
+
+    def _each(self, entries: Sequence[Claimed], make: Any) -> list[Claimed]:
+        groups = list(_by_shard(entries).items())
+        replies = self.scripts.settle([make(self.keys, s, group) for s, group in groups])
+        return [e for (_, group), r in zip(groups, replies, strict=True) if isinstance(r, Exception) for e in group]
+
     def release(self, entries: Sequence[Claimed]) -> int:
         """Put claimed, unpublished entries back in ``due`` at their own due time."""
         calls = [release_call(self.keys, s, group) for s, group in _by_shard(entries).items()]

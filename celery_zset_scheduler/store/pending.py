@@ -19,8 +19,9 @@ from ..errors import ShardCountMismatch
 from ..model.keys import KeySpace, check_storable, storable
 from ..model.logs import log_event
 from . import meta
+from .client import is_cluster
 from .schedule import NewEntry, ScheduleResult, layout_refused, schedule_call
-from .scripts import Call, ScriptDef, Scripts, as_bool
+from .scripts import Call, ScriptDef, Scripts, as_bool, scripts_for
 from .stream import ScheduleStream
 from .values import payload as stored_payload
 
@@ -121,13 +122,18 @@ class Store:
     ends); a client *started* with a count the store does not have refuses (:meth:`check_meta`).
     """
 
-    def __init__(self, client: Any, keys: KeySpace) -> None:
+    def __init__(self, client: Any, keys: KeySpace, wait: tuple[int, int] | None = None) -> None:
         self.client = client
         self.keys = keys
         self.configured = keys.shards  # the zset_scheduler_shards this client was started with
-        self.scripts = Scripts(client)
+        self.scripts: Scripts = scripts_for(client, wait)
         self._meta_checked = False
         self._meta_lock = threading.Lock()
+
+    @property
+    def clustered(self) -> bool:
+        """On a Redis Cluster, where one master down fails only the calls of its shards."""
+        return is_cluster(self.client)
 
     @property
     def shards(self) -> int:
@@ -194,7 +200,7 @@ class Store:
             keys = self.keys
             shard = keys.shard_of(idempotency_key or task_id)
             try:
-                return self.scripts.run(schedule_call(keys, shard, [entry], replace))[0]
+                return self.scripts.run(schedule_call(keys, shard, [entry], replace), durable=True)[0]
             except Exception as exc:
                 if not layout_refused(exc):
                     raise
@@ -232,7 +238,7 @@ class Store:
                 chunks.append(chunk)
         refused: list[int] = []
         failure: Exception | None = None
-        for chunk, replies in zip(chunks, self.scripts.settle(calls), strict=True):
+        for chunk, replies in zip(chunks, self.scripts.settle(calls, durable=True), strict=True):
             if isinstance(replies, Exception):
                 if layout_refused(replies):
                     refused += chunk
@@ -249,7 +255,7 @@ class Store:
         """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
         as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
         self.check_meta()
-        with ScheduleStream(self.client, self.keys, CHUNK, self._moved) as stream:
+        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, self._moved) as stream:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created

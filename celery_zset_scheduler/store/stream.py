@@ -8,8 +8,6 @@ instead of one. The commands are packed here because redis-py's generic per-argu
 more than building the entry. The command is built from the schedule script's own definition
 (``schedule.schedule_head``: keys and leading arguments; four arguments an entry) and sent with EVAL,
 so a script cache flushed mid-way cannot fail a chunk; the results are those of ``Store.schedule_many``.
-A chunk refused by its shard's layout (a reshard began) is routed again with the keys ``moved()``
-gives, with every entry not yet sent.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+import redis
 from redis.exceptions import ResponseError
 
 from ..model.keys import KeySpace
@@ -34,34 +33,73 @@ def refused_count(exc: ResponseError) -> int | None:
     return int(words[1]) if len(words) > 1 and words[1].isdigit() else None
 
 
+Raw = list[tuple[str, int, bytes]]
+
+
 def _bulk(value: bytes) -> bytes:
     return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+class _Link:
+    """One connection of the stream (one per cluster node) and its replies not yet read."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self.conn: Any = pool.get_connection()
+        self.outstanding = 0
+        self.sent: deque[Raw] = deque()  # the entries of each unanswered chunk
 
 
 class ScheduleStream:
     """``add()`` entries (any shard order), then ``close()``; returns how many were new.
 
     For new entries without an idempotency key (bulk scheduling); an id already pending is left
-    as it is and not counted. Any error drops the connection (outstanding replies with it) and is
-    raised: entries sent before it may be stored, as with a failed pipeline.
+    as it is and not counted. Any error drops the connections (outstanding replies with them) and
+    is raised: entries sent before it may be stored, as with a failed pipeline. On a Redis Cluster
+    each shard's chunks go to the node serving its slot, one connection per node, each with its
+    own window; a slot that moves mid-stream fails the stream (sending it again is safe: stored
+    ids are left as they are). With ``scripts.wait`` set, ``close()`` ends with ``WAIT`` on each
+    connection. A chunk refused by its shard's layout (a reshard began) is routed again with the
+    keys ``moved()`` gives, with every entry not yet sent.
     """
 
-    def __init__(self, client: Any, keys: KeySpace, chunk: int,
+    def __init__(self, client: Any, keys: KeySpace, chunk: int, scripts: Any = None,
                  moved: Callable[[], KeySpace] | None = None) -> None:
         source = sources()["schedule"]
         self.keys = keys
         self.chunk = chunk
         self._moved = moved
-        self._raw: dict[int, list[tuple[str, int, bytes]]] = {}  # the entries of each buffer
-        self._sent: deque[list[tuple[str, int, bytes]]] = deque()  # of each unanswered chunk
-        self._again: list[tuple[str, int, bytes]] = []  # refused by a layout: to route again
-        self._pool = client.connection_pool
-        self._conn: Any = self._pool.get_connection()
+        self._raw: dict[int, Raw] = {}  # the entries of each buffer
+        self._again: Raw = []  # refused by a shard's layout: to route again
+        self._client = client
+        self._scripts = scripts
+        self._wait: tuple[int, int] | None = getattr(scripts, "wait", None)
+        self._links: dict[int, _Link] = {}  # by id() of the pool
+        self._routes: dict[int, _Link] = {}  # shard -> its link
         self._buffers: dict[int, list[bytes]] = {}
         self._heads: dict[int, bytes] = {}
         self._script = _bulk(b"EVAL") + _bulk(source.text.encode("utf-8")) + _bulk(b"%d" % source.numkeys)
-        self._outstanding = 0
+        self._open = True
         self.created = 0
+        if not isinstance(client, redis.RedisCluster):
+            self._link_of(client.connection_pool)  # connect now, as a pipeline would
+
+    def _link_of(self, pool: Any) -> _Link:
+        link = self._links.get(id(pool))
+        if link is None:
+            link = self._links[id(pool)] = _Link(pool)
+        return link
+
+    def _route(self, shard: int) -> _Link:
+        link = self._routes.get(shard)
+        if link is None:
+            if isinstance(self._client, redis.RedisCluster):
+                node = self._scripts.node_of(self.keys.shard(shard).due)
+                pool = self._client.get_redis_connection(node).connection_pool
+            else:
+                pool = self._client.connection_pool
+            link = self._routes[shard] = self._link_of(pool)
+        return link
 
     def add(self, task_id: str, due_ms: int, payload: bytes) -> None:
         if self._again:
@@ -87,7 +125,7 @@ class ScheduleStream:
         for task_id, due_ms, payload in again:
             self.add(task_id, due_ms, payload)
 
-    def _send(self, shard: int, entries: list[bytes], raw: list[tuple[str, int, bytes]]) -> None:
+    def _send(self, shard: int, entries: list[bytes], raw: Raw) -> None:
         head = self._heads.get(shard)
         if head is None:
             keys, args = schedule_head(self.keys, shard, replace=False)
@@ -96,33 +134,34 @@ class ScheduleStream:
                 _bulk(str(v).encode("utf-8")) for v in (*keys, *args)
             )
         try:
+            link = self._route(shard)
             # No health check: its PING would read the reply of a chunk still outstanding.
             count = self._head_len + SCHEDULE_ENTRY_ARGS * len(entries)
             command = b"*%d\r\n%b%b" % (count, head, b"".join(entries))
-            self._conn.send_packed_command([command], check_health=False)
-            self._outstanding += 1
-            self._sent.append(raw)
-            while self._outstanding > WINDOW:
-                self._read()
+            link.conn.send_packed_command([command], check_health=False)
+            link.outstanding += 1
+            link.sent.append(raw)
+            while link.outstanding > WINDOW:
+                self._read(link)
         except BaseException:
             self._abort()
             raise
 
-    def _read(self) -> None:
+    def _read(self, link: _Link) -> None:
         try:
-            replies = self._conn.read_response()
+            replies = link.conn.read_response()
         except ResponseError as exc:
-            self._outstanding -= 1
-            refused = self._sent.popleft()
+            link.outstanding -= 1
+            refused = link.sent.popleft()
             if self._moved is None or not layout_refused(exc):
                 raise
             self._relayout(refused, exc)
             return
-        self._outstanding -= 1
-        self._sent.popleft()
+        link.outstanding -= 1
+        link.sent.popleft()
         self.created += sum(1 for r in replies if r == 1)
 
-    def _relayout(self, refused: list[tuple[str, int, bytes]], exc: ResponseError) -> None:
+    def _relayout(self, refused: Raw, exc: ResponseError) -> None:
         """A shard refused a chunk routed with these keys: route it, and what is buffered, again."""
         assert self._moved is not None
         keys = self._moved()
@@ -130,7 +169,7 @@ class ScheduleStream:
             raise exc
         if keys != self.keys:
             self.keys = keys
-            self._heads.clear()
+            self._heads.clear()  # a shard's keys keep their names (and slot): only the count changes
             for raw in self._raw.values():
                 self._again += raw
             self._buffers.clear()
@@ -138,8 +177,8 @@ class ScheduleStream:
         self._again += refused
 
     def close(self) -> int:
-        """Send what is buffered, wait for every reply and give the connection back."""
-        if self._conn is None:
+        """Send what is buffered, wait for every reply and give the connections back."""
+        if not self._open:
             return self.created
         try:
             while True:
@@ -149,22 +188,32 @@ class ScheduleStream:
                 for shard, entries in buffers.items():
                     if entries:
                         self._send(shard, entries, raws[shard])
-                while self._outstanding:
-                    self._read()
+                for link in list(self._links.values()):
+                    while link.outstanding:
+                        self._read(link)
                 if not self._again and not self._buffers:
                     break
+            if self._wait is not None:
+                for link in self._links.values():
+                    link.conn.send_packed_command(link.conn.pack_command("WAIT", *self._wait), check_health=False)
+            if self._wait is not None:
+                for link in self._links.values():
+                    self._scripts.check_wait(link.conn.read_response())
         except BaseException:
             self._abort()
             raise
-        self._pool.release(self._conn)
-        self._conn = None
+        for link in self._links.values():
+            link.pool.release(link.conn)
+        self._links.clear()
+        self._open = False
         return self.created
 
     def _abort(self) -> None:
-        if self._conn is not None:
-            self._conn.disconnect()  # unread replies must not reach the pool's next user
-            self._pool.release(self._conn)
-            self._conn = None
+        for link in self._links.values():
+            link.conn.disconnect()  # unread replies must not reach the pool's next user
+            link.pool.release(link.conn)
+        self._links.clear()
+        self._open = False
 
     def __enter__(self) -> ScheduleStream:
         return self
