@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
-import redis
 
 from celery_zset_scheduler.errors import ShardCountMismatch
 from celery_zset_scheduler.model.keys import KeySpace
@@ -15,6 +15,7 @@ from celery_zset_scheduler.model.reshard import shard_for
 from celery_zset_scheduler.ops.reshard import ReshardError, plan, reshard
 from celery_zset_scheduler.store import meta
 from celery_zset_scheduler.store.claims import ClaimResult, Claims, Fence
+from celery_zset_scheduler.store.client import make_client
 from celery_zset_scheduler.store.leases import Leases
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.store.periodic import PeriodicStore
@@ -28,23 +29,33 @@ from .conftest import message
 PREFIX = "zr"
 
 
-def new_store(server: RedisServer, shards: int) -> Store:
-    store = Store(redis.Redis.from_url(server.url), KeySpace(PREFIX, shards))
+@pytest.fixture(params=["standalone", "cluster"])
+def client(request: pytest.FixtureRequest, redis_server: RedisServer) -> Any:
+    """A client of the deployment under test (emptied for the test)."""
+    if request.param == "standalone":
+        request.getfixturevalue("r")
+        return make_client(redis_server.url)
+    cluster = request.getfixturevalue("cluster")
+    return make_client(cluster.url, cluster="auto")
+
+
+def new_store(client: Any, shards: int) -> Store:
+    store = Store(client, KeySpace(PREFIX, shards))
     store.check_meta()
     return store
 
 
-def snapshot(r: redis.Redis) -> dict[bytes, bytes]:
+def snapshot(r: Any) -> dict[bytes, bytes]:
     return {k: r.dump(k) for k in sorted(r.keys(f"*{PREFIX}*"))}
 
 
-def where(r: redis.Redis, shards: int, task_id: str) -> list[int]:
+def where(r: Any, shards: int, task_id: str) -> list[int]:
     return [s for s in range(shards) if r.zscore(f"{{{PREFIX}:{s}}}:due", task_id) is not None]
 
 
 @pytest.fixture
-def store8(r: redis.Redis, redis_server: RedisServer) -> Store:
-    return new_store(redis_server, 8)
+def store8(client: Any) -> Store:
+    return new_store(client, 8)
 
 
 def fill(store: Store, n: int = 300, keyed: int = 40) -> dict[str, str]:
@@ -57,40 +68,34 @@ def fill(store: Store, n: int = 300, keyed: int = 40) -> dict[str, str]:
 
 @pytest.mark.parametrize("to", [16, 3, 1])
 def test_every_entry_moves_to_the_shard_of_its_key_with_its_message_and_bookkeeping(
-        store8: Store, r: redis.Redis, to: int) -> None:
+        store8: Store, client: Any, to: int) -> None:
     routing = fill(store8)
-    before = {i: r.hget(f"{{{PREFIX}:{where(r, 8, i)[0]}}}:msg", i) for i in routing}
+    before = {i: client.hget(f"{{{PREFIX}:{where(client, 8, i)[0]}}}:msg", i) for i in routing}
     report = reshard(store8, to, batch=37)
     assert report.moved["entries"] == sum(1 for i, k in routing.items() if shard_for(k, 8) != shard_for(k, to))
     span = max(8, to)
     for task_id, key in routing.items():
-        (shard,) = where(r, span, task_id)
+        (shard,) = where(client, span, task_id)
         assert shard == shard_for(key, to)
-        assert r.hget(f"{{{PREFIX}:{shard}}}:msg", task_id) == before[task_id]  # stamp and all
+        assert client.hget(f"{{{PREFIX}:{shard}}}:msg", task_id) == before[task_id]  # stamp and all
         if key != task_id:
-            assert r.hget(f"{{{PREFIX}:{shard}}}:pkeys", key) == task_id.encode()
-            assert r.hget(f"{{{PREFIX}:{shard}}}:idkeys", task_id) == key.encode()
+            assert client.hget(f"{{{PREFIX}:{shard}}}:pkeys", key) == task_id.encode()
+            assert client.hget(f"{{{PREFIX}:{shard}}}:idkeys", task_id) == key.encode()
     for s in range(span):
         for suffix in ("mv", "mv:msg", "mv:p", "mv:in"):
-            assert not r.exists(f"{{{PREFIX}:{s}}}:{suffix}")
-    assert meta.read(r, KeySpace(PREFIX, to)).shards == to
+            assert not client.exists(f"{{{PREFIX}:{s}}}:{suffix}")
+    assert meta.read(client, KeySpace(PREFIX, to)).shards == to
     # An idempotency key still refuses a second entry, and a lookup finds each entry.
-    fresh = new_store_of(r, to)
+    fresh = new_store(client, to)
     assert fresh.schedule("other", 1, b"x", idempotency_key="k3").status == "duplicate_key"
     assert fresh.get("t5") is not None and fresh.get("t100") is not None
 
 
-def new_store_of(r: redis.Redis, shards: int) -> Store:
-    store = Store(r, KeySpace(PREFIX, shards))
-    store.check_meta()
-    return store
-
-
-def test_a_dry_run_counts_what_would_move_and_writes_nothing(store8: Store, r: redis.Redis) -> None:
+def test_a_dry_run_counts_what_would_move_and_writes_nothing(store8: Store, client: Any) -> None:
     routing = fill(store8)
-    before = snapshot(r)
+    before = snapshot(client)
     report = plan(store8, 16)
-    assert snapshot(r) == before
+    assert snapshot(client) == before
     assert report.dry_run and report.shards_from == 8 and report.shards_to == 16
     moving = sum(m.entries.moving for m in report.shards)
     assert moving == sum(1 for k in routing.values() if shard_for(k, 16) != shard_for(k, 8))
@@ -100,15 +105,14 @@ def test_a_dry_run_counts_what_would_move_and_writes_nothing(store8: Store, r: r
         assert m.entries.kept == sum(1 for k in routing.values() if shard_for(k, 8) == shard_for(k, 16) == m.shard)
 
 
-def test_a_run_killed_after_a_take_or_a_put_resumes_without_loss_or_a_second_put(
-        store8: Store, r: redis.Redis) -> None:
+def test_a_run_killed_after_a_take_or_a_put_resumes_without_loss_or_a_second_put(store8: Store, client: Any) -> None:
     routing = fill(store8, n=60, keyed=10)
     keys16 = KeySpace(PREFIX, 16, 16)
     # Pretend a run began and died: the move is recorded, shard 0 and shard 1 had a batch taken,
     # shard 1's was put too (and its entries then ran in the new shard) but not dropped.
     store8.scripts.run(meta.begin_call(keys16, 8, 16))
     for s in range(16):
-        r.set(keys16.shard(s).layout, 16)
+        client.set(keys16.shard(s).layout, 16)
     leaving0 = [i for i, k in routing.items() if shard_for(k, 8) == 0 and shard_for(k, 16) != 0]
     leaving1 = [i for i, k in routing.items() if shard_for(k, 8) == 1 and shard_for(k, 16) == 9]
     assert leaving0 and leaving1
@@ -116,44 +120,43 @@ def test_a_run_killed_after_a_take_or_a_put_resumes_without_loss_or_a_second_put
     held1 = store8.scripts.run(take_call(keys16, 1, leaving1))
     assert store8.scripts.run(put_call(keys16, 9, held1)) == [1] * len(held1)
     ran = held1[0].task_id
-    r.zrem(keys16.shard(9).due, ran)  # dispatched and acked from its new shard
-    r.hdel(keys16.shard(9).msg, ran)
+    client.zrem(keys16.shard(9).due, ran)  # dispatched and acked from its new shard
+    client.hdel(keys16.shard(9).msg, ran)
 
-    report = reshard(new_store_of(r, 8), 16)
+    report = reshard(new_store(client, 8), 16)
     assert report.resumed
-    assert where(r, 16, ran) == []  # not put a second time
+    assert where(client, 16, ran) == []  # not put a second time
     for task_id in leaving0 + leaving1[1:]:
-        assert where(r, 16, task_id) == [shard_for(routing[task_id], 16)]
-    assert r.zcard(keys16.shard(0).moving) == 0 and r.zcard(keys16.shard(1).moving) == 0
+        assert where(client, 16, task_id) == [shard_for(routing[task_id], 16)]
+    assert client.zcard(keys16.shard(0).moving) == 0 and client.zcard(keys16.shard(1).moving) == 0
 
 
-def test_running_clients_follow_a_reshard_and_new_ones_with_the_old_count_refuse(
-        store8: Store, r: redis.Redis, redis_server: RedisServer) -> None:
-    producer = new_store(redis_server, 8)  # started before the reshard
-    reshard(new_store(redis_server, 8), 16)
+def test_running_clients_follow_a_reshard_and_new_ones_with_the_old_count_refuse(store8: Store, client: Any) -> None:
+    producer = new_store(client, 8)  # started before the reshard
+    reshard(new_store(client, 8), 16)
     # The running producer's write is refused by the layout, routed again, and lands right.
     assert producer.schedule("late", 5, message("late")).created
-    assert where(r, 16, "late") == [shard_for("late", 16)]
+    assert where(client, 16, "late") == [shard_for("late", 16)]
     assert producer.schedule_many([NewEntry("m1", 5, b"x"), NewEntry("m2", 5, b"y")])[1].created
     assert producer.add_many((f"s{i}", 5, b"z") for i in range(50)) == 50
     for task_id in ["m1", "m2"] + [f"s{i}" for i in range(50)]:
-        assert where(r, 16, task_id) == [shard_for(task_id, 16)]
+        assert where(client, 16, task_id) == [shard_for(task_id, 16)]
     # A process started now with the old count refuses, saying what to set.
     with pytest.raises(ShardCountMismatch, match=r"resharded from 8.*set zset_scheduler_shards=16 and restart"):
-        new_store(redis_server, 8)
-    new_store(redis_server, 16)  # the new count is accepted
+        new_store(client, 8)
+    new_store(client, 16)  # the new count is accepted
 
 
-def test_a_second_move_cannot_begin_while_one_is_under_way(store8: Store, r: redis.Redis) -> None:
+def test_a_second_move_cannot_begin_while_one_is_under_way(store8: Store, client: Any) -> None:
     store8.scripts.run(meta.begin_call(KeySpace(PREFIX, 16, 16), 8, 16))
     with pytest.raises(ReshardError, match="finish it first with `celery zset reshard --to 16`"):
         reshard(store8, 4)
-    r.hdel(store8.keys.meta, "moving_to")
+    client.hdel(store8.keys.meta, "moving_to")
     with pytest.raises(ReshardError, match="already has 8 shards"):
         plan(store8, 8)
 
 
-def test_periodic_entries_and_revoke_records_move_and_keep_their_state(store8: Store, r: redis.Redis) -> None:
+def test_periodic_entries_and_revoke_records_move_and_keep_their_state(store8: Store, client: Any) -> None:
     ps = PeriodicStore(store8)
     names = [f"entry-{i}" for i in range(40)]
     for n, name in enumerate(names):
@@ -165,18 +168,17 @@ def test_periodic_entries_and_revoke_records_move_and_keep_their_state(store8: S
     keys4 = KeySpace(PREFIX, 4)
     for n, name in enumerate(names):
         sk = keys4.shard(shard_for(name, 4))
-        assert r.hget(sk.periodic_state, name) == b"state-" + name.encode()
-        assert r.hget(sk.periodic_tpl, name) == b"TPL"
-        assert r.zscore(sk.periodic_next, name) == 20_000_000 + n
-        assert r.zscore(sk.periodic_names, name) == 0
-    assert sum(int(r.zcard(KeySpace(PREFIX, 8).shard(s).periodic_names)) for s in range(4, 8)) == 0
+        assert client.hget(sk.periodic_state, name) == b"state-" + name.encode()
+        assert client.hget(sk.periodic_tpl, name) == b"TPL"
+        assert client.zscore(sk.periodic_next, name) == 20_000_000 + n
+        assert client.zscore(sk.periodic_names, name) == 0
+    assert sum(int(client.zcard(KeySpace(PREFIX, 8).shard(s).periodic_names)) for s in range(4, 8)) == 0
     for i in range(30):
-        assert r.zscore(keys4.shard(shard_for(f"gone-{i}", 4)).revoked, f"gone-{i}") is not None
-    assert PeriodicStore(new_store_of(r, 4)).read(names[7]).state == b"state-" + names[7].encode()
+        assert client.zscore(keys4.shard(shard_for(f"gone-{i}", 4)).revoked, f"gone-{i}") is not None
+    assert PeriodicStore(new_store(client, 4)).read(names[7]).state == b"state-" + names[7].encode()
 
 
-def test_entries_in_flight_beyond_the_new_count_are_moved_once_acked_or_reaped(
-        store8: Store, r: redis.Redis) -> None:
+def test_entries_in_flight_beyond_the_new_count_are_moved_once_acked_or_reaped(store8: Store, client: Any) -> None:
     fill(store8, n=40, keyed=0)
     shard = 6  # gone with 4 shards
     epoch = Leases(store8).acquire(shard, "tok", 60_000)
@@ -189,6 +191,6 @@ def test_entries_in_flight_beyond_the_new_count_are_moved_once_acked_or_reaped(
         Claims(store8).reap(fence, 100)  # their lease (1 ms) has lapsed: back to due
 
     threading.Thread(target=reap_later).start()
-    reshard(new_store_of(r, 8), 4)
+    reshard(new_store(client, 8), 4)
     for entry in claimed.entries:
-        assert where(r, 8, entry.task_id) == [shard_for(entry.task_id, 4)]
+        assert where(client, 8, entry.task_id) == [shard_for(entry.task_id, 4)]
