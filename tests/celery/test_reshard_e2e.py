@@ -11,11 +11,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import redis
 
 from celery_zset_scheduler.errors import ShardCountMismatch
 from celery_zset_scheduler.model.keys import KeySpace
 from celery_zset_scheduler.store import meta
+from celery_zset_scheduler.store.client import make_client
 from celery_zset_scheduler.testing import RedisServer
 
 from ..support.helpers import FAST, STORE_DB, AppFactory, wait_for
@@ -27,9 +27,17 @@ PREFIX = "zrs"
 BEAT = {"tick": {"task": "t.record", "schedule": 1.0, "kwargs": {"tag": "tick"}}}
 
 
+@pytest.fixture(params=["standalone", "cluster"])
+def store_url(request: pytest.FixtureRequest, redis_server: RedisServer, r: object) -> str:
+    """Where the store lives: the suite's redis-server, or the session's Redis Cluster."""
+    if request.param == "standalone":
+        return redis_server.url_db(STORE_DB)
+    return str(request.getfixturevalue("cluster").url)
+
+
 @pytest.fixture
-def cluster(redis_server: RedisServer, r: object) -> Iterator[Cluster]:
-    made = Cluster(redis_server, shards=8, conf=FAST, prefix=PREFIX)
+def procs(redis_server: RedisServer, store_url: str) -> Iterator[Cluster]:
+    made = Cluster(redis_server, shards=8, conf=FAST, prefix=PREFIX, store_url=store_url)
     made.env["ZSET_TEST_BEAT"] = json.dumps(BEAT)
     yield made
     made.close()
@@ -39,9 +47,9 @@ class Producer(threading.Thread):
     """Schedules a task every few milliseconds (countdowns of 0.3 to 3 s) until stopped; keeps
     each id with the earliest instant it may run."""
 
-    def __init__(self, apps: AppFactory) -> None:
+    def __init__(self, apps: AppFactory, store_url: str) -> None:
         super().__init__(daemon=True)
-        self.app = apps(shards=8, prefix=PREFIX)
+        self.app = apps(shards=8, prefix=PREFIX, zset_scheduler_url=store_url)
         self.due: dict[str, float] = {}
         self.errors: list[BaseException] = []
         self._halt = threading.Event()
@@ -78,9 +86,10 @@ def wait_exit(proc: Proc, timeout: float = 120) -> str:
 
 
 def test_reshard_8_16_4_under_load_with_a_crash_loses_nothing_and_runs_nothing_twice_or_early(
-        apps: AppFactory, cluster: Cluster, redis_server: RedisServer) -> None:
-    store = redis.Redis.from_url(redis_server.url_db(STORE_DB))
-    preload = apps(shards=8, prefix=PREFIX)
+        apps: AppFactory, procs: Cluster, store_url: str) -> None:
+    cluster = procs
+    store = make_client(store_url, cluster="auto")
+    preload = apps(shards=8, prefix=PREFIX, zset_scheduler_url=store_url)
     record = preload.tasks["t.record"]
     due: dict[str, float] = {}
     for i in range(1500):  # enough entries for a reshard to be caught half-way
@@ -92,7 +101,7 @@ def test_reshard_8_16_4_under_load_with_a_crash_loses_nothing_and_runs_nothing_t
     cluster.worker()
     for d in dispatchers:
         d.wait_for_output(r"leader\.acquired")
-    producer = Producer(apps)
+    producer = Producer(apps, store_url)
     producer.start()
     time.sleep(1.0)
 
@@ -140,7 +149,7 @@ def test_reshard_8_16_4_under_load_with_a_crash_loses_nothing_and_runs_nothing_t
 
     # Processes started now with the old count refuse, naming the setting to change.
     with pytest.raises(ShardCountMismatch, match="set zset_scheduler_shards=4 and restart"):
-        apps(shards=8, prefix=PREFIX).tasks["t.record"].apply_async(countdown=5)
+        apps(shards=8, prefix=PREFIX, zset_scheduler_url=store_url).tasks["t.record"].apply_async(countdown=5)
     stale = cluster.spawn([CELERY, "-A", "tests.support.proc_app", "zset", "run"], env={"ZSET_TEST_SHARDS": "16"})
     wait_for(lambda: not stale.alive, timeout=30, what="the dispatcher with the old count to refuse")
     assert stale.popen.returncode != 0
