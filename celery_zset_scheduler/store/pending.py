@@ -18,8 +18,10 @@ from typing import Any, Literal
 from ..errors import ShardCountMismatch
 from ..model.keys import KeySpace, check_storable, storable
 from ..model.logs import log_event
+from ..model.reshard import shard_for
 from . import meta
 from .client import is_cluster
+from .reshard import holder_call
 from .schedule import NewEntry, ScheduleResult, layout_refused, schedule_call
 from .scripts import Call, ScriptDef, Scripts, as_bool, scripts_for
 from .stream import ScheduleStream
@@ -126,6 +128,7 @@ class Store:
         self.client = client
         self.keys = keys
         self.configured = keys.shards  # the zset_scheduler_shards this client was started with
+        self.moving_from: int | None = None  # the count a reshard under way moves from
         self.scripts: Scripts = scripts_for(client, wait)
         self._meta_checked = False
         self._meta_lock = threading.Lock()
@@ -182,6 +185,7 @@ class Store:
                       hint=("set zset_scheduler_shards=" + str(layout.routing) + " before the next start")
                       if layout.routing != self.configured else "")
             self.keys = keys
+        self.moving_from = layout.shards if layout.moving else None
 
     # -- scheduling -----------------------------------------------------------------------------
 
@@ -199,6 +203,9 @@ class Store:
         for _ in range(LAYOUT_TRIES):
             keys = self.keys
             shard = keys.shard_of(idempotency_key or task_id)
+            held = self._held_in_old_shards([entry], replace)
+            if held:
+                return ScheduleResult("duplicate_key", held[0])
             try:
                 return self.scripts.run(schedule_call(keys, shard, [entry], replace), durable=True)[0]
             except Exception as exc:
@@ -225,6 +232,10 @@ class Store:
                          results: list[ScheduleResult | None]) -> list[int]:
         """Schedule ``entries[i]`` for each ``i`` of ``todo``; the ones refused by a shard's layout."""
         keys = self.keys
+        held = self._held_in_old_shards([entries[i] for i in todo], replace)
+        for position, holder in held.items():
+            results[todo[position]] = ScheduleResult("duplicate_key", holder)
+        todo = [i for n, i in enumerate(todo) if n not in held]
         by_shard: dict[int, list[int]] = defaultdict(list)
         for index in todo:
             entry = entries[index]
@@ -259,6 +270,30 @@ class Store:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created
+
+    def _held_in_old_shards(self, entries: Sequence[NewEntry], replace: bool) -> dict[int, str]:
+        """While a reshard moves entries: position -> the pending id holding the entry's
+        idempotency key in the key's old shard, which the schedule script (on the new shard)
+        cannot see. Read before the write: an entry leaves its old shard only once it is in its
+        new one, so a holder not found here is found there."""
+        old, keys = self.moving_from, self.keys
+        if old is None or replace:
+            return {}
+        asked: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        for position, entry in enumerate(entries):
+            key = entry.idempotency_key
+            if key is not None and shard_for(key, old) != keys.shard_of(key):
+                asked[shard_for(key, old)].append((position, key))
+        if not asked:
+            return {}
+        shards = list(asked)
+        replies = self.scripts.run_many([holder_call(keys, s, [k for _, k in asked[s]]) for s in shards])
+        held: dict[int, str] = {}
+        for shard, holders in zip(shards, replies, strict=True):
+            for (position, _), holder in zip(asked[shard], holders, strict=True):
+                if holder is not None:
+                    held[position] = holder
+        return held
 
     def _moved(self) -> KeySpace:
         """The keys to route with after the stream was refused by a shard's layout."""

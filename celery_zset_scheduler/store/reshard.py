@@ -36,6 +36,7 @@ PERIODIC_PUT = ScriptDef("reshard_periodic_put", (
 ))
 REVOKES_PUT = ScriptDef("reshard_revokes_put", ("revoked", "revoked_gen"))
 LOCK = ScriptDef("reshard_lock", ("reshard_lock",))
+HOLDER = ScriptDef("reshard_holder", ("pending_keys", "due", "moving"))
 
 
 @dataclass(frozen=True)
@@ -102,3 +103,9 @@ def revokes_put_call(keys: KeySpace, shard: int, records: Sequence[tuple[str, in
 def lock_call(keys: KeySpace, token: str, ttl_ms: int) -> Call[bool]:
     """Take or extend the reshard lease for ``token``; False while another process holds it."""
     return LOCK.call(keys, [token, int(ttl_ms)], as_bool)
+
+
+def holder_call(keys: KeySpace, shard: int, idempotency_keys: Sequence[str]) -> Call[list[str | None]]:
+    """During a move: the id each key holds in its old ``shard`` (pending or moving), or None."""
+    return HOLDER.call(keys.shard(shard), list(idempotency_keys),
+                       lambda reply: [r.decode() if r else None for r in reply])

@@ -194,3 +194,23 @@ def test_entries_in_flight_beyond_the_new_count_are_moved_once_acked_or_reaped(s
     reshard(new_store(client, 8), 4)
     for entry in claimed.entries:
         assert where(client, 8, entry.task_id) == [shard_for(entry.task_id, 4)]
+
+
+def test_an_idempotency_key_still_in_its_old_shard_during_the_move_refuses_a_second_entry(
+        store8: Store, client: Any) -> None:
+    keys16 = KeySpace(PREFIX, 16, 16)
+    key = next(f"key{i}" for i in range(100) if shard_for(f"key{i}", 8) != shard_for(f"key{i}", 16))
+    assert store8.schedule("first", 10_000_000, message("first"), idempotency_key=key).created
+    store8.scripts.run(meta.begin_call(keys16, 8, 16))
+    for s in range(16):
+        client.set(keys16.shard(s).layout, 16)
+    producer = new_store(client, 8)  # follows the move: writes go to the key's new shard
+    found = producer.schedule("second", 10_000_000, message("second"), idempotency_key=key)
+    assert (found.status, found.task_id) == ("duplicate_key", "first")
+    old = shard_for(key, 8)
+    store8.scripts.run(take_call(keys16, old, ["first"]))  # taken, not yet put: still refused
+    many = producer.schedule_many([NewEntry("third", 1, b"x", key), NewEntry("free", 1, b"y", "other")])
+    assert [(r.status, r.task_id) for r in many] == [("duplicate_key", "first"), ("scheduled", "free")]
+    reshard(new_store(client, 8), 16)
+    assert where(client, 16, "first") == [shard_for(key, 16)] and where(client, 16, "second") == []
+    assert new_store(client, 16).schedule("fourth", 1, b"z", idempotency_key=key).task_id == "first"
