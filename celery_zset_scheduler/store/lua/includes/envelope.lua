@@ -23,9 +23,13 @@ local EXTRAS = {h = 1, p = 1, m = 1, a = 1, i = 1, r = 1, c = 1, ne = 1, ct = 1,
 local PROPERTIES = {priority = 1, correlation_id = 1, reply_to = 1, delivery_mode = 1}
 
 local chars, url_values = {}, {}
-for n = 0, 63 do
-  chars[n] = string.sub(B64, n + 1, n + 1)
-  url_values[string.sub(B64URL, n + 1, n + 1)] = n
+local function fill_alphabets()
+  -- Only when there is something to build: a call that finds nothing due does not pay for it.
+  if chars[0] then return end
+  for n = 0, 63 do
+    chars[n] = string.sub(B64, n + 1, n + 1)
+    url_values[string.sub(B64URL, n + 1, n + 1)] = n
+  end
 end
 
 local function new_base64()
@@ -166,6 +170,7 @@ local function checked_headers(h, task_id)
 end
 
 local function new_envelopes(routes, tag)
+  fill_alphabets()
   local accept = {}
   for _, ct in ipairs(routes.accept) do accept[ct] = true end
   local steps, queues, exchanges = routes.steps, routes.queues, routes.exchanges
