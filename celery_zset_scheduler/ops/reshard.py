@@ -32,10 +32,9 @@ from ..model.codec import decode
 from ..model.headers import PERIODIC
 from ..model.keys import KeySpace
 from ..model.reshard import Layout, ShardPlan, check_target, routing_key, shard_for
-from ..settings import Settings
 from ..store import meta
 from ..store.leases import UNLOCK
-from ..store.pending import Store, page_call
+from ..store.pending import Page, Store, page_call
 from ..store.reshard import (
     Held,
     drop_call,
@@ -47,6 +46,7 @@ from ..store.reshard import (
     revokes_put_call,
     take_call,
 )
+from ..store.scripts import Call
 from ..store.values import payload as stored_payload
 
 #: Most shards a store may have (the setting's bound).
@@ -158,7 +158,7 @@ def plan(store: Store, to: int, *, batch: int = 500) -> Report:
         moves = ShardMoves(shard, ShardPlan(shard), ShardPlan(shard), ShardPlan(shard))
         after: tuple[int, str] | None = None
         while True:
-            page = store.scripts.run(_page(store, keys, shard, after, batch))
+            page = store.scripts.run(_page(keys, shard, after, batch))
             targets = router.targets(shard, [e.task_id for e in page.entries])
             for target in targets.values():
                 moves.entries.count(target)
@@ -176,7 +176,8 @@ def plan(store: Store, to: int, *, batch: int = 500) -> Report:
     return report
 
 
-def _page(store: Store, keys: KeySpace, shard: int, after: tuple[int, str] | None, batch: int) -> Any:
+def _page(keys: KeySpace, shard: int, after: tuple[int, str] | None, batch: int) -> Call[Page]:
+    """A page of a shard's pending ids (no messages), after the cursor ``after``."""
     return page_call(keys, shard, after=after, min_due=None, max_due=None, limit=batch, with_payloads=False)
 
 
@@ -295,7 +296,7 @@ class _Run:
         after: tuple[int, str] | None = None
         while True:
             self.renew()
-            page = self.scripts.run(_page(self.store, self.keys, shard, after, self.batch))
+            page = self.scripts.run(_page(self.keys, shard, after, self.batch))
             targets = self.router.targets(shard, [e.task_id for e in page.entries])
             leaving = [i for i, t in targets.items() if t != shard]
             if leaving:
@@ -407,8 +408,3 @@ def reshard(store: Store, to: int, *, batch: int = 500, progress: Progress | Non
     finally:
         run.unlock()
 
-
-def batch_default(settings: Settings) -> int:
-    """Entries a reshard moves per script call: the dispatcher's batch size (a call of that size
-    is known to be short)."""
-    return settings.batch_size
