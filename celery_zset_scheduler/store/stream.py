@@ -12,16 +12,28 @@ so a script cache flushed mid-way cannot fail a chunk; the results are those of 
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 import redis
+from redis.exceptions import ResponseError
 
 from ..model.keys import KeySpace
-from .schedule import SCHEDULE_ENTRY_ARGS, schedule_head
+from .schedule import SCHEDULE_ENTRY_ARGS, layout_refused, schedule_head
 from .scripts import sources
 
 WINDOW = 8  # chunks sent and not yet answered: enough to keep Redis busy, bounded buffers
+
+
+def refused_count(exc: ResponseError) -> int | None:
+    """The shard count a layout refusal names."""
+    words = str(exc).split()
+    return int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+
+
+Raw = list[tuple[str, int, bytes]]
 
 
 def _bulk(value: bytes) -> bytes:
@@ -35,6 +47,7 @@ class _Link:
         self.pool = pool
         self.conn: Any = pool.get_connection()
         self.outstanding = 0
+        self.sent: deque[Raw] = deque()  # the entries of each unanswered chunk
 
 
 class ScheduleStream:
@@ -46,13 +59,18 @@ class ScheduleStream:
     each shard's chunks go to the node serving its slot, one connection per node, each with its
     own window; a slot that moves mid-stream fails the stream (sending it again is safe: stored
     ids are left as they are). With ``scripts.wait`` set, ``close()`` ends with ``WAIT`` on each
-    connection.
+    connection. A chunk refused by its shard's layout (a reshard began) is routed again with the
+    keys ``moved()`` gives, with every entry not yet sent.
     """
 
-    def __init__(self, client: Any, keys: KeySpace, chunk: int, scripts: Any = None) -> None:
+    def __init__(self, client: Any, keys: KeySpace, chunk: int, scripts: Any = None,
+                 moved: Callable[[], KeySpace] | None = None) -> None:
         source = sources()["schedule"]
         self.keys = keys
         self.chunk = chunk
+        self._moved = moved
+        self._raw: dict[int, Raw] = {}  # the entries of each buffer
+        self._again: Raw = []  # refused by a shard's layout: to route again
         self._client = client
         self._scripts = scripts
         self._wait: tuple[int, int] | None = getattr(scripts, "wait", None)
@@ -84,20 +102,30 @@ class ScheduleStream:
         return link
 
     def add(self, task_id: str, due_ms: int, payload: bytes) -> None:
+        if self._again:
+            self._route_again()
         shard = self.keys.shard_of(task_id)
         buffer = self._buffers.get(shard)
         if buffer is None:
             buffer = self._buffers[shard] = []
+            self._raw[shard] = []
+        self._raw[shard].append((task_id, due_ms, payload))
         tid = task_id.encode("utf-8")
         due = b"%d" % due_ms
         buffer.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$0\r\n\r\n" % (
             len(tid), tid, len(due), due, len(payload), payload,
         ))
         if len(buffer) >= self.chunk:
-            self._send(shard, buffer)
-            self._buffers[shard] = []
+            raw = self._raw[shard]
+            self._buffers[shard], self._raw[shard] = [], []
+            self._send(shard, buffer, raw)
 
-    def _send(self, shard: int, entries: list[bytes]) -> None:
+    def _route_again(self) -> None:
+        again, self._again = self._again, []
+        for task_id, due_ms, payload in again:
+            self.add(task_id, due_ms, payload)
+
+    def _send(self, shard: int, entries: list[bytes], raw: Raw) -> None:
         head = self._heads.get(shard)
         if head is None:
             keys, args = schedule_head(self.keys, shard, replace=False)
@@ -112,6 +140,7 @@ class ScheduleStream:
             command = b"*%d\r\n%b%b" % (count, head, b"".join(entries))
             link.conn.send_packed_command([command], check_health=False)
             link.outstanding += 1
+            link.sent.append(raw)
             while link.outstanding > WINDOW:
                 self._read(link)
         except BaseException:
@@ -119,25 +148,54 @@ class ScheduleStream:
             raise
 
     def _read(self, link: _Link) -> None:
-        replies = link.conn.read_response()
+        try:
+            replies = link.conn.read_response()
+        except ResponseError as exc:
+            link.outstanding -= 1
+            refused = link.sent.popleft()
+            if self._moved is None or not layout_refused(exc):
+                raise
+            self._relayout(refused, exc)
+            return
         link.outstanding -= 1
+        link.sent.popleft()
         self.created += sum(1 for r in replies if r == 1)
+
+    def _relayout(self, refused: Raw, exc: ResponseError) -> None:
+        """A shard refused a chunk routed with these keys: route it, and what is buffered, again."""
+        assert self._moved is not None
+        keys = self._moved()
+        if keys.shards != refused_count(exc) and keys == self.keys:
+            raise exc
+        if keys != self.keys:
+            self.keys = keys
+            self._heads.clear()  # a shard's keys keep their names (and slot): only the count changes
+            for raw in self._raw.values():
+                self._again += raw
+            self._buffers.clear()
+            self._raw.clear()
+        self._again += refused
 
     def close(self) -> int:
         """Send what is buffered, wait for every reply and give the connections back."""
         if not self._open:
             return self.created
-        for shard, entries in self._buffers.items():
-            if entries:
-                self._send(shard, entries)
-        self._buffers.clear()
         try:
+            while True:
+                self._route_again()
+                buffers, raws = self._buffers, self._raw
+                self._buffers, self._raw = {}, {}
+                for shard, entries in buffers.items():
+                    if entries:
+                        self._send(shard, entries, raws[shard])
+                for link in list(self._links.values()):
+                    while link.outstanding:
+                        self._read(link)
+                if not self._again and not self._buffers:
+                    break
             if self._wait is not None:
                 for link in self._links.values():
                     link.conn.send_packed_command(link.conn.pack_command("WAIT", *self._wait), check_health=False)
-            for link in self._links.values():
-                while link.outstanding:
-                    self._read(link)
             if self._wait is not None:
                 for link in self._links.values():
                     self._scripts.check_wait(link.conn.read_response())
