@@ -8,7 +8,8 @@ Each step returns what the next one needs:
    type it does not accept, a body that does not decode, malformed headers), is dead-lettered;
 3. **order**: entries of all shards are merged in due order, and those due after the earliest
    claim's Redis time are held for the next pass (a later claim in the same round trip may have
-   read a later clock: publishing them now could put them ahead of an entry that claim missed);
+   read a later clock: publishing them now could put them ahead of an entry that claim missed),
+   as are those due at or after the earliest pending entry of a shard left out of the pass;
 4. **publish** through a :class:`~.handoff.Publisher`, which checks each shard's lease and the
    revoke records of the batch at the moment of hand-off (:class:`LeaseGuard`);
 5. **settle the report**: refused messages dead-lettered, published ones counted and acked (with
@@ -23,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -112,9 +113,12 @@ class GenericHandOff:
     def holding(self) -> bool:
         return bool(self._held)
 
-    def dispatch(self, fences: Sequence[Fence]) -> Pass:
+    def dispatch(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None = None) -> Pass:
         self._retry = set()
         passed, claimed, cutoffs = self._claim(fences)
+        # A shard left out of the pass (not due yet by the loop's estimate) may be due by the clock
+        # these claims read (a slow round trip): what is due at or after its earliest entry waits.
+        cutoffs += [(due_ms - 1, shard) for shard, due_ms in (waiting or {}).items()]
         items = self._held + self._check(self._decode(claimed, passed.answered_at))
         items.sort(key=lambda i: i.entry.order)  # due order; ties in the order they reached the store
         cutoff = min(cutoffs)[0] if cutoffs else 2 ** 62

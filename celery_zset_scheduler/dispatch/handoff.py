@@ -9,7 +9,7 @@ another class behind the same interface.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -135,10 +135,12 @@ class HandOff(Protocol):
         """Claimed entries wait for the next pass (to keep due order): pass again at once."""
         ...
 
-    def dispatch(self, fences: Sequence[Fence]) -> Pass:
-        """Move what is due on these shards to the broker. A Redis error is raised (the loop waits
-        it out); nothing claimed is ever dropped: it is published and acked, released to ``due``,
-        or left in flight for the reap."""
+    def dispatch(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None = None) -> Pass:
+        """Move what is due on these shards to the broker. ``waiting``: the led shards left out of
+        this pass -> the earliest due time (Redis ms) pending on each at its last claim (nothing
+        due at or after it may go first). A Redis error is raised (the loop waits it out); nothing
+        claimed is ever dropped: it is published and acked, released to ``due``, or left in flight
+        for the reap."""
         ...
 
     def settle(self, *, acks: bool = True) -> None:

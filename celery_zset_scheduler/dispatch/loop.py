@@ -82,6 +82,7 @@ class Dispatcher:
         self.handoff = (handoff or generic(publisher))(env)  # type: ignore[arg-type]
         self._stop = threading.Event()
         self._next_due: dict[int, float] = {}  # shard -> monotonic time its next entry is due
+        self._pending_ms: dict[int, int | None] = {}  # shard -> earliest pending due (Redis ms) at its last claim
         self._next_beat = 0.0
         self._last_claim = 0.0
         self._pubsub: Any = None
@@ -226,16 +227,21 @@ class Dispatcher:
     def _lost(self, shard: int, reason: str) -> None:
         self.leadership.drop(shard, reason=reason)
         self._next_due.pop(shard, None)
+        self._pending_ms.pop(shard, None)
 
     def _dispatch_due(self) -> bool:
         """Hand off every due shard in one pass; plan when to look at each again."""
         now = time.monotonic()
         fences = []
+        waiting: dict[int, int] = {}  # shards left out of this pass -> their earliest pending due
         holding = self.handoff.holding
         if not holding and not any(self._next_due.get(s, 0.0) <= now for s in self.leadership.owned):
             return False
         for shard, lease in sorted(self.leadership.owned.items()):
             if self._next_due.get(shard, 0.0) > now + COALESCE_S:
+                pending = self._pending_ms.get(shard)
+                if pending is not None and shard not in self._shard_outages:
+                    waiting[shard] = pending
                 continue
             if lease.valid(now, self.config.lock_timeout):
                 fences.append(lease.fence)
@@ -244,7 +250,7 @@ class Dispatcher:
         if (not fences and not holding) or self._stop.is_set():
             return False
         self._last_claim = time.monotonic()
-        report = self.handoff.dispatch(fences)
+        report = self.handoff.dispatch(fences, waiting=waiting)
         busy = self.handoff.holding
         errors = [e for e in (report.shards[f.shard].error for f in fences) if e is not None]
         if errors and len(errors) == len(fences) and not self.store.clustered:
@@ -290,6 +296,7 @@ class Dispatcher:
     def _note_next_due(self, shard: int, result: ShardPass, sent_at: float) -> None:
         # The same rule as the claim script's wake key: the earliest due entry, at most
         # max_interval away. A schedule due before that wakes us; anything later is seen then.
+        self._pending_ms[shard] = result.next_due_ms
         wait = self.config.max_interval
         if result.claimed >= self.config.batch_size:
             wait = 0.0

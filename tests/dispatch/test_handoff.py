@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import redis
 
@@ -24,7 +24,7 @@ class ListHandOff:
     def __init__(self, env: Env, client: redis.Redis, passes: list[list[int]]) -> None:
         self.env, self.client, self.passes = env, client, passes
 
-    def dispatch(self, fences: Sequence[Fence]) -> Pass:
+    def dispatch(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None = None) -> Pass:
         self.passes.append([f.shard for f in fences])
         sent = time.monotonic()
         results = self.env.claims.claim_many(fences, self.env.config.batch_size, 30_000).results
