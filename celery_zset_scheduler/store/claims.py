@@ -9,7 +9,7 @@ safe to run twice, as a lost reply or a replayed pipeline may do.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..model.keys import KeySpace
@@ -136,7 +136,23 @@ class Claims:
         replies = self.scripts.settle([*acks, *claims])
         unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
         results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
+        self._expand(results)
         return ClaimPass(results, unacked)
+
+    def _expand(self, results: dict[int, ClaimResult | Exception]) -> None:
+        """Put the shared prefix back into every claimed value that refers to one (one more
+        round trip only for prefixes this process has not read yet)."""
+        shared = self.store.shared
+        wanted = [(e.shard, e.payload) for r in results.values() if isinstance(r, ClaimResult)
+                  for e in r.entries if e.payload[:1] == b"\x02"]
+        if not wanted:
+            return
+        shared.load(wanted)
+        for shard, result in results.items():
+            if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" for e in result.entries):
+                entries = [e if e.payload[:1] != b"\x02" else replace(e, payload=shared.expand(e.payload) or e.payload)
+                           for e in result.entries]
+                results[shard] = replace(result, entries=entries)
 
     def ack(self, entries: Sequence[Claimed]) -> int:
         """Forget published entries (each only while still in flight under its claim)."""

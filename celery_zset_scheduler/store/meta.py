@@ -32,7 +32,7 @@ def _recorded(reply: Any) -> Recorded:
 def record_call(keys: KeySpace) -> Call[Recorded]:
     """Record this client's shard count and format unless recorded (a store of the previous format
     is upgraded: it is read as it is); returns what is recorded."""
-    return META.call(keys, [keys.shards, FORMAT_VERSION, UPGRADES_FROM], _recorded)
+    return META.call(keys, [keys.shards, FORMAT_VERSION, *UPGRADES_FROM], _recorded)
 
 
 def read(client: Any, keys: KeySpace) -> Recorded:
@@ -49,7 +49,7 @@ def problem(keys: KeySpace, recorded: Recorded) -> str | None:
             "(changing the count of an existing store is not supported: use a new "
             "zset_scheduler_prefix and let the old one drain)"
         )
-    if recorded.version is not None and recorded.version not in (FORMAT_VERSION, UPGRADES_FROM):
+    if recorded.version is not None and recorded.version not in (FORMAT_VERSION, *UPGRADES_FROM):
         return (
             f"the store at prefix {keys.prefix!r} uses format version {recorded.version}, "
             f"this version of celery-zset-scheduler reads version {FORMAT_VERSION}"

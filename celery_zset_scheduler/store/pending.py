@@ -18,6 +18,7 @@ from ..model.keys import KeySpace, check_storable, storable
 from . import meta
 from .schedule import NewEntry, ScheduleResult, schedule_call
 from .scripts import Call, ScriptDef, Scripts, as_bool
+from .shared import Shared
 from .stream import ScheduleStream
 from .values import payload as stored_payload
 
@@ -113,6 +114,7 @@ class Store:
         self.client = client
         self.keys = keys
         self.scripts = Scripts(client)
+        self.shared = Shared(client, keys)
         self._meta_checked = False
         self._meta_lock = threading.Lock()
 
@@ -141,9 +143,11 @@ class Store:
         """
         _check_entry(task_id, idempotency_key)
         self.check_meta()
-        entry = NewEntry(task_id, due_ms, payload, idempotency_key)
         shard = self.keys.shard_of(idempotency_key or task_id)
-        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace))[0]
+        value, write = self.shared.compact(shard, payload)
+        entry = NewEntry(task_id, due_ms, value, idempotency_key)
+        before = () if write is None else (("HSETNX", *write),)
+        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace), before=before)[0]
 
     def schedule_many(self, entries: Sequence[NewEntry], *, replace: bool = False) -> list[ScheduleResult]:
         """Schedule many entries in one pipelined round trip; results are in the input order."""
@@ -155,13 +159,20 @@ class Store:
             by_shard[self.keys.shard_of(entry.idempotency_key or entry.task_id)].append(index)
         chunks: list[list[int]] = []
         calls: list[Call[list[ScheduleResult]]] = []
+        writes: dict[tuple[str, bytes], bytes] = {}
         for shard, indexes in by_shard.items():
+            compacted = []
+            for i in indexes:
+                value, write = self.shared.compact(shard, entries[i].payload)
+                if write is not None:
+                    writes[write[0], write[1]] = write[2]
+                compacted.append(NewEntry(entries[i].task_id, entries[i].due_ms, value, entries[i].idempotency_key))
             for start in range(0, len(indexes), CHUNK):
-                chunk = indexes[start:start + CHUNK]
-                calls.append(schedule_call(self.keys, shard, [entries[i] for i in chunk], replace))
-                chunks.append(chunk)
+                chunks.append(indexes[start:start + CHUNK])
+                calls.append(schedule_call(self.keys, shard, compacted[start:start + CHUNK], replace))
+        before = [("HSETNX", key, sid, prefix) for (key, sid), prefix in writes.items()]
         results: list[ScheduleResult | None] = [None] * len(entries)
-        for chunk, replies in zip(chunks, self.scripts.run_many(calls), strict=True):
+        for chunk, replies in zip(chunks, self.scripts.run_many(calls, before), strict=True):
             for i, result in zip(chunk, replies, strict=True):
                 results[i] = result
         return [r for r in results if r is not None]
@@ -170,7 +181,7 @@ class Store:
         """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
         as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
         self.check_meta()
-        with ScheduleStream(self.client, self.keys, CHUNK) as stream:
+        with ScheduleStream(self.client, self.keys, CHUNK, self.shared) as stream:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created
@@ -208,7 +219,13 @@ class Store:
     def get(self, task_id: str) -> StoredEntry | None:
         """The pending or in-flight entry of ``task_id``, or None."""
         found = self._first_hit(task_id, lambda shard: get_call(self.keys, shard, task_id))
-        return None if found is None else found[1]
+        if found is None:
+            return None
+        entry: StoredEntry = found[1]
+        if entry.payload is None:
+            return entry
+        payload = self.shared.resolve(entry.shard, [entry.payload])[0]
+        return StoredEntry(entry.task_id, entry.shard, entry.state, entry.score_ms, payload)
 
     def page(
         self, shard: int, *, after: tuple[int, str] | None = None, min_due: int | None = None,
@@ -217,7 +234,12 @@ class Store:
         """One page of a shard's pending entries in due order, starting after ``after``."""
         call = page_call(self.keys, shard, after=after, min_due=min_due, max_due=max_due, limit=limit,
                          with_payloads=with_payloads)
-        return self.scripts.run(call)
+        page = self.scripts.run(call)
+        if not with_payloads:
+            return page
+        payloads = self.shared.resolve(shard, [e.payload for e in page.entries])
+        return Page([PageEntry(e.task_id, e.due_ms, p) for e, p in zip(page.entries, payloads, strict=True)],
+                    page.cursor)
 
     def _first_hit(self, task_id: str, make: Any) -> tuple[int, Any] | None:
         """Run ``make(shard)``'s call on the id's own shard, then (one round trip) on the others;

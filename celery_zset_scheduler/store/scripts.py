@@ -136,9 +136,29 @@ class Scripts:
             raise TypeError(f"{call.script}.lua takes {source.numkeys} keys, got {len(call.keys)}")
         return (source.sha, len(call.keys), *call.keys, *call.args)
 
-    def run(self, call: Call[T], client: Any = None) -> T:
+    def run(self, call: Call[T], client: Any = None, before: Sequence[tuple[Any, ...]] = ()) -> T:
+        """One call; ``before``: commands sent ahead of it in the same round trip (their replies
+        are not returned; an error one of them meets is raised after the call has run)."""
         target = self.client if client is None else client
         args = self._evalsha_args(call)
+        if type(target) is redis.Redis:
+            return call.parse(self._packed(target, before, args, call.script))
+        if before:
+            pipe = target.pipeline(transaction=False)
+            for command in before:
+                pipe.execute_command(*command)
+            pipe.evalsha(*args)
+            replies = pipe.execute(raise_on_error=False)
+            reply = replies[-1]
+            if isinstance(reply, NoScriptError):
+                target.script_load(self._sources[call.script].text)
+                reply = target.evalsha(*args)
+            elif isinstance(reply, Exception):
+                raise reply
+            for failed in replies[:-1]:
+                if isinstance(failed, Exception):
+                    raise failed
+            return call.parse(reply)
         try:
             reply = target.evalsha(*args)
         except NoScriptError:
@@ -146,23 +166,76 @@ class Scripts:
             reply = target.evalsha(*args)
         return call.parse(reply)
 
-    def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
+    def _packed(self, client: redis.Redis, before: Sequence[tuple[Any, ...]], args: tuple[Any, ...],
+                script: str) -> Any:
+        """``before`` then ``EVALSHA args`` written at once on a pooled connection: one round trip,
+        without redis-py's per-command machinery (most of the time of a small call). A connection
+        that fails is dropped and the same commands go once through the client (its retries)."""
+        pool = client.connection_pool
+        conn: Any = pool.get_connection()
+        commands = [*before, ("EVALSHA", *args)]
+        replies: list[Any] = []
+        try:
+            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except (redis.ConnectionError, redis.TimeoutError):
+            conn.disconnect()
+            pool.release(conn)
+            target: Any = client
+            for command in before:
+                target.execute_command(*command)
+            return self.run_evalsha(client, args, script)
+        except BaseException:
+            conn.disconnect()
+            pool.release(conn)
+            raise
+        pool.release(conn)
+        reply = replies[-1]
+        if isinstance(reply, NoScriptError):
+            reply = self.run_evalsha(client, args, script)
+        elif isinstance(reply, Exception):
+            raise reply
+        for failed in replies[:-1]:
+            if isinstance(failed, Exception):
+                raise failed
+        return reply
+
+    def run_evalsha(self, client: Any, args: tuple[Any, ...], script: str) -> Any:
+        try:
+            return client.evalsha(*args)
+        except NoScriptError:
+            client.script_load(self._sources[script].text)
+            return client.evalsha(*args)
+
+    def run_many(self, calls: Sequence[Call[Any]], before: Sequence[tuple[Any, ...]] = ()) -> list[Any]:
         """Every call in one round trip; replies in call order. Raises the first error, after
-        every call that could run has run (as ``pipeline.execute()`` does)."""
-        replies = self.settle(calls)
+        every call that could run has run (as ``pipeline.execute()`` does). ``before``: commands
+        sent ahead of the calls in the same round trip."""
+        replies = self.settle(calls, before)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         return replies
 
-    def settle(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """Every call in one round trip; each reply parsed, or the error that call met."""
+    def settle(self, calls: Sequence[Call[Any]], before: Sequence[tuple[Any, ...]] = ()) -> list[Any]:
+        """Every call in one round trip; each reply parsed, or the error that call met.
+        ``before``: commands sent ahead of the calls (an error of one of them is raised)."""
         if not calls:
             return []
         pipe = self.client.pipeline(transaction=False)
+        for command in before:
+            pipe.execute_command(*command)
         for call in calls:
             pipe.evalsha(*self._evalsha_args(call))
         raw = list(pipe.execute(raise_on_error=False))
+        for failed in raw[:len(before)]:
+            if isinstance(failed, Exception):
+                raise failed
+        raw = raw[len(before):]
         missing = [i for i, r in enumerate(raw) if isinstance(r, NoScriptError)]
         if missing:
             client = redis.Redis(connection_pool=pipe.connection_pool)

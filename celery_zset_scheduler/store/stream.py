@@ -8,16 +8,19 @@ instead of one. The commands are packed here because redis-py's generic per-argu
 more than building the entry. The command is built from the schedule script's own definition
 (``schedule.schedule_head``: keys and leading arguments; four arguments an entry) and sent with EVAL,
 so a script cache flushed mid-way cannot fail a chunk; the results are those of ``Store.schedule_many``.
+Each chunk is preceded by the ``HSETNX`` of the shared prefixes its entries refer to (:mod:`.shared`).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from types import TracebackType
 from typing import Any
 
 from ..model.keys import KeySpace
 from .schedule import SCHEDULE_ENTRY_ARGS, schedule_head
 from .scripts import sources
+from .shared import Shared
 
 WINDOW = 8  # chunks sent and not yet answered: enough to keep Redis busy, bounded buffers
 
@@ -34,13 +37,16 @@ class ScheduleStream:
     raised: entries sent before it may be stored, as with a failed pipeline.
     """
 
-    def __init__(self, client: Any, keys: KeySpace, chunk: int) -> None:
+    def __init__(self, client: Any, keys: KeySpace, chunk: int, shared: Shared | None = None) -> None:
         source = sources()["schedule"]
         self.keys = keys
         self.chunk = chunk
+        self.shared = shared
         self._pool = client.connection_pool
         self._conn: Any = self._pool.get_connection()
         self._buffers: dict[int, list[bytes]] = {}
+        self._writes: dict[int, dict[bytes, bytes]] = {}  # shard -> shared prefixes its buffer refers to
+        self._replies: deque[bool] = deque()  # per reply outstanding: True for a chunk's
         self._heads: dict[int, bytes] = {}
         self._script = _bulk(b"EVAL") + _bulk(source.text.encode("utf-8")) + _bulk(b"%d" % source.numkeys)
         self._outstanding = 0
@@ -51,6 +57,10 @@ class ScheduleStream:
         buffer = self._buffers.get(shard)
         if buffer is None:
             buffer = self._buffers[shard] = []
+        if self.shared is not None:
+            payload, write = self.shared.compact(shard, payload)
+            if write is not None:
+                self._writes.setdefault(shard, {})[write[1]] = write[2]
         tid = task_id.encode("utf-8")
         due = b"%d" % due_ms
         buffer.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$0\r\n\r\n" % (
@@ -69,10 +79,16 @@ class ScheduleStream:
                 _bulk(str(v).encode("utf-8")) for v in (*keys, *args)
             )
         try:
+            commands = []
+            key = self.keys.shard(shard).shared.encode("utf-8")
+            for sid, prefix in self._writes.pop(shard, {}).items():
+                commands.append(b"*4\r\n" + _bulk(b"HSETNX") + _bulk(key) + _bulk(sid) + _bulk(prefix))
+                self._replies.append(False)
             # No health check: its PING would read the reply of a chunk still outstanding.
             count = self._head_len + SCHEDULE_ENTRY_ARGS * len(entries)
-            command = b"*%d\r\n%b%b" % (count, head, b"".join(entries))
-            self._conn.send_packed_command([command], check_health=False)
+            commands.append(b"*%d\r\n%b%b" % (count, head, b"".join(entries)))
+            self._conn.send_packed_command(commands, check_health=False)
+            self._replies.append(True)
             self._outstanding += 1
             while self._outstanding > WINDOW:
                 self._read()
@@ -81,7 +97,11 @@ class ScheduleStream:
             raise
 
     def _read(self) -> None:
+        while not self._replies[0]:  # a shared prefix's HSETNX, sent ahead of its chunk
+            self._conn.read_response()
+            self._replies.popleft()
         replies = self._conn.read_response()
+        self._replies.popleft()
         self._outstanding -= 1
         self.created += sum(1 for r in replies if r == 1)
 
