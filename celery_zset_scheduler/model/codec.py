@@ -323,12 +323,22 @@ def _pack_uuid(value: Any) -> Any:
     return value
 
 
+_UNPACKED: dict[str, str] = {}  # packed -> uuid: a producer's reply_to is in each of its messages
+
+
 def _unpack_uuid(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_PACKED):
+        found = _UNPACKED.get(value)
+        if found is not None:
+            return found
         h = base64.urlsafe_b64decode(value[1:] + "==").hex()
         if len(h) != 32:
             raise ValueError("malformed packed uuid")
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        found = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        if len(_UNPACKED) >= 4096:
+            _UNPACKED.clear()
+        _UNPACKED[value] = found
+        return found
     return value
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from ..model.keys import KeySpace
 from .pending import Store
 from .scripts import Call, ScriptDef, as_int
+from .shared import Shared
 from .values import UNSTAMPED, Arrival, split
 
 CLAIM = ScriptDef(
@@ -71,7 +72,7 @@ class ClaimPass:
 
 
 def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_wait_ms: int,
-               wake_ttl_ms: int) -> Call[ClaimResult]:
+               wake_ttl_ms: int, shared: Shared | None = None) -> Call[ClaimResult]:
     """``max_wait_ms``: the leader claims again at the earliest due entry or after this long,
     whichever is first; the script records that instant in the shard's wake key."""
 
@@ -82,6 +83,8 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
         entries = []
         for i, s, value in zip(ids, scores, payloads, strict=True):
             arrival, payload = split(value)
+            if shared is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
+                payload = shared.expand(payload) or payload
             entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival, int(gen)))
         next_due = int(float(nxt))
         return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
@@ -132,7 +135,7 @@ class Claims:
         groups = list(_by_shard(ack).items())
         acks: list[Call[Any]] = [ack_call(self.keys, s, group) for s, group in groups]
         claims = [claim_call(self.keys, f, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
-                             wake_ttl_ms=wake_ttl_ms) for f in fences]
+                             wake_ttl_ms=wake_ttl_ms, shared=self.store.shared) for f in fences]
         replies = self.scripts.settle([*acks, *claims])
         unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
         results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
@@ -140,8 +143,8 @@ class Claims:
         return ClaimPass(results, unacked)
 
     def _expand(self, results: dict[int, ClaimResult | Exception]) -> None:
-        """Put the shared prefix back into every claimed value that refers to one (one more
-        round trip only for prefixes this process has not read yet)."""
+        """Put the shared prefix back into the claimed values the cache could not expand while
+        parsing (one more round trip, only for prefixes this process has not read yet)."""
         shared = self.store.shared
         wanted = [(e.shard, e.payload) for r in results.values() if isinstance(r, ClaimResult)
                   for e in r.entries if e.payload[:1] == b"\x02"]
