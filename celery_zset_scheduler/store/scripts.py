@@ -116,6 +116,26 @@ def as_bool(reply: Any) -> bool:
     return bool(int(reply))
 
 
+def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes | None:
+    """The RESP form of ``commands`` when every argument is bytes, str or int (what script calls
+    pass), else None (redis-py packs them then): a few µs instead of redis-py's generic packing."""
+    out: list[bytes] = []
+    for command in commands:
+        out.append(b"*%d\r\n" % len(command))
+        for arg in command:
+            kind = type(arg)
+            if kind is bytes:
+                value = arg
+            elif kind is str:
+                value = arg.encode("utf-8")
+            elif kind is int:
+                value = b"%d" % arg
+            else:
+                return None
+            out.append(b"$%d\r\n%b\r\n" % (len(value), value))
+    return b"".join(out)
+
+
 class Scripts:
     """Runs calls on one client: a call alone, or many in one pipelined round trip.
 
@@ -176,7 +196,9 @@ class Scripts:
         commands = [*before, ("EVALSHA", *args)]
         replies: list[Any] = []
         try:
-            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            packed = _resp(commands)
+            conn.send_packed_command([packed] if packed is not None else conn.pack_commands(commands),
+                                     check_health=False)
             for _ in commands:
                 try:
                     replies.append(conn.read_response())
