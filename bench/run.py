@@ -7,8 +7,10 @@ db 1; ``--servers 2`` puts them on two servers) and removes it afterwards.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from collections.abc import Callable
 
 from bench.lib import Options, format_report, run_benchmark
 
@@ -32,6 +34,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rabbitmq-dispatch", type=int, default=50_000,
                    help="due tasks drained into RabbitMQ per queue type (default 50,000)")
     p.add_argument("--only-rabbitmq", action="store_true", help="only the RabbitMQ figures")
+    p.add_argument("--cluster", action="store_true",
+                   help="only the Redis Cluster figures: a 3-master cluster of our own next to one standalone "
+                        "Redis (bulk scheduling of --dispatch tasks, --calls apply_async, dispatching --dispatch)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--save", metavar="PATH", help="also write the JSON report to PATH")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -55,11 +60,26 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(f"[{time.monotonic() - started:6.1f}s] {text}", file=sys.stderr, flush=True)
 
+    if args.cluster:
+        return _cluster(args, say)
     report = run_benchmark(target, options, progress=say)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as f:
             f.write(report.to_json() + "\n")
     print(report.to_json() if args.json else format_report(report))
+    return 0
+
+
+def _cluster(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    from bench.lib.cluster import cluster_json, format_cluster_report, run_cluster_benchmark
+
+    figures = run_cluster_benchmark(bulk_count=args.dispatch, calls=args.calls, dispatch=args.dispatch,
+                                    shards=8, progress=say)
+    text = json.dumps(cluster_json(figures), indent=2)
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    print(text if args.json else format_cluster_report(figures))
     return 0
 
 

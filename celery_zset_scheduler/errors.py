@@ -33,5 +33,10 @@ class StoreUnavailable(ZSetSchedulerError):
     """The store's Redis could not be reached (or refused the credentials) while scheduling."""
 
 
+class NotReplicated(StoreUnavailable):
+    """A write reached the store's master but fewer replicas than ``zset_scheduler_wait_replicas``
+    acknowledged it in time: it is stored, and would be lost if that master failed right now."""
+
+
 class PoisonMessage(ZSetSchedulerError):
     """A stored entry cannot be decoded; it goes to the dead-letter store instead of crash-looping."""

@@ -144,6 +144,26 @@ def _bool(key: str, value: Any) -> bool:
     raise _fail(key, value, "true or false")
 
 
+def _fast_path(key: str, value: Any) -> str:
+    # "auto" (and True): on when detected; False/"false"/"off": never.
+    if value is True or (isinstance(value, str) and value.strip().lower() in ("auto", "true", "on", "yes", "1")):
+        return "auto"
+    if value is False or (isinstance(value, str) and value.strip().lower() in ("false", "off", "no", "0")):
+        return "off"
+    raise _fail(key, value, "'auto' or False")
+
+
+def _cluster(key: str, value: Any) -> str:
+    text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
+    if text in ("auto",):
+        return "auto"
+    if text in ("1", "true", "yes", "on"):
+        return "true"
+    if text in ("0", "false", "no", "off"):
+        return "false"
+    raise _fail(key, value, "'auto', true or false")
+
+
 def _opt(default: Any, parse: Parser, doc: str, default_doc: str | None = None) -> Any:
     meta = {"parse": parse, "doc": doc, "default_doc": default_doc}
     if isinstance(default, (dict, list)):
@@ -191,6 +211,20 @@ class Settings:
         ("json",), _names,
         "Serializers whose messages may be stored. Anything but JSON is an explicit opt-in.",
     )
+    cluster: str = _opt(
+        "auto", _cluster,
+        "Whether the store's Redis is a Redis Cluster: `auto` asks the server (`cluster_enabled` in "
+        "`INFO`) when the store is first used, `true`/`false` force it. On a cluster the URL names any node.",
+    )
+    wait_replicas: int = _opt(
+        0, _int(0, 64),
+        "Scheduling returns only once this many replicas have the write (Redis `WAIT`); 0: once the "
+        "master has it. Not enough replicas in time raises `NotReplicated` (the entry is stored on the master).",
+    )
+    wait_timeout: float = _opt(
+        1.0, _seconds(0.001, 3600.0),
+        "Longest a schedule waits for `wait_replicas` replicas.",
+    )
     redis_options: dict[str, Any] = _opt(
         {}, _options, "Extra keyword arguments for the redis-py client (timeouts, TLS files...)."
     )
@@ -225,6 +259,12 @@ class Settings:
         "With a RabbitMQ broker (py-amqp), dispatchers publish with publisher confirms, in batches: "
         "a task leaves the store only once RabbitMQ confirmed it. `False`: one Kombu publish a "
         "message, counted when written.",
+    )
+    fast_path: str = _opt(
+        "auto", _fast_path,
+        "`'auto'`: when the broker is the store's own standalone Redis server and database, one Lua "
+        "script moves due tasks straight into Kombu's queue lists (never a duplicate, several times the rate); "
+        "what it cannot route or rebuild exactly takes the generic path. `False`: always the generic path.",
     )
     metrics_port: int | None = _opt(
         None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."

@@ -13,6 +13,7 @@ from celery_zset_scheduler.model.keys import KeySpace
 from celery_zset_scheduler.store.client import make_client
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer
+from celery_zset_scheduler.testing.cluster import RedisClusterServer, cluster_support
 
 from .support.helpers import AppFactory
 from .support.rabbitmq import rabbitmq_fixture, rabbitmq_url_fixture
@@ -32,6 +33,29 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServer]:
+    """One Redis Cluster (3 masters, 3 replicas, AOF) for the session, shared by every test that
+    needs one; a test that breaks it (kills a master) must ``restore()`` it before it ends."""
+    why = cluster_support()
+    if why is not None:
+        pytest.skip(f"no local Redis Cluster: {why}")
+    cluster = RedisClusterServer().start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def cluster(redis_cluster: RedisClusterServer) -> Iterator[RedisClusterServer]:
+    """The session's cluster, whole and emptied for the test (and made whole again after it)."""
+    redis_cluster.restore()
+    redis_cluster.flushall()
+    yield redis_cluster
+    redis_cluster.restore()
 
 
 @pytest.fixture

@@ -16,8 +16,10 @@ import redis
 from ..model.clock import time_ms
 from ..model.keys import FORMAT_VERSION
 from ..model.urls import mask_url
+from ..ops.cluster import read_cluster
 from ..ops.status import read_status
 from ..store import meta
+from ..store.client import is_cluster
 from ..store.pending import Store
 from .state import ensure_installation
 from .worker_side import CONTROL_COMMAND
@@ -51,7 +53,9 @@ def run_checks(app: Any) -> list[Check]:
     except redis.RedisError as exc:
         return [Check("redis", "fail", f"cannot reach Redis at {url}: {exc}"), check_broker(app)]
     checks = [check_version(info, url)]
-    for check in (check_eviction, check_persistence, check_shards, check_clock, check_dispatchers):
+    clustered = is_cluster(store.client)
+    local = (check_cluster,) if clustered else (check_eviction, check_persistence)
+    for check in (*local, check_shards, check_clock, check_dispatchers):
         checks.append(_guarded(check, store))
     broker = check_broker(app)
     checks.append(broker)
@@ -101,6 +105,41 @@ def check_persistence(store: Store) -> Check:
         "AOF is off: a Redis crash or restart loses the tasks scheduled since the last RDB snapshot "
         "(all of them without one); set appendonly yes (see the README)",
     )
+
+
+def check_cluster(store: Store) -> Check:
+    """A Redis Cluster: every slot served, every master with a replica, AOF and noeviction on
+    every master, and the store's shards spread over all of them."""
+    view = read_cluster(store)
+    if view is None:
+        return Check("cluster", "ok", "standalone Redis")
+    masters = len(view.masters)
+    if not view.covered:
+        return Check("cluster", "fail", f"cluster state {view.state}, {view.slots_ok} of 16384 slots served: "
+                                        "the shards of the missing slots wait until their master is back")
+    problems: list[str] = []
+    fails: list[str] = []
+    for m in view.masters:
+        if m.error:
+            fails.append(f"{m.address} cannot be asked ({m.error})")
+            continue
+        if m.maxmemory_policy != "noeviction":
+            fails.append(f"{m.address} has maxmemory-policy {m.maxmemory_policy} (it may evict pending tasks)")
+        if not m.aof:
+            problems.append(f"{m.address} has AOF off (a restart loses its shards' tasks)")
+        if m.replicas == 0:
+            problems.append(f"{m.address} has no replica in sync (its failure stops its shards until it is back)")
+    idle = [m.address for m in view.masters if m.slots and not m.shards]
+    if idle:
+        problems.append(f"{len(idle)} of {masters} masters hold no shard ({', '.join(idle)}): raise "
+                        "zset_scheduler_shards (several per master, see the README)")
+    if fails:
+        return Check("cluster", "fail", "; ".join(fails + problems))
+    if problems:
+        return Check("cluster", "warn", "; ".join(problems))
+    spread = ", ".join(f"{m.address}: {len(m.shards)}" for m in view.masters)
+    return Check("cluster", "ok", f"{masters} masters, all 16384 slots served, each with a replica and AOF on, "
+                                  f"noeviction; shards per master: {spread}")
 
 
 def check_shards(store: Store) -> Check:

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from ..dispatch.config import DispatcherConfig
+from ..dispatch.fastpath import fast
 from ..dispatch.generic import generic
 from ..dispatch.handoff import Publisher
 from ..dispatch.loop import Dispatcher
@@ -23,6 +24,7 @@ from .periodic_config import preparer
 from .periodic_entries import config_entries
 from .periodic_planner import CeleryPlanner
 from .publishers.amqp_confirms import ConfirmPublisher
+from .publishers.fast_routes import FastRoutes
 from .publishers.kombu import KombuPublisher
 from .revokes import mark_revoked
 from .state import ensure_installation
@@ -57,11 +59,19 @@ def build_dispatcher(
         metrics = DispatcherMetrics("zset_scheduler_metrics_port" if metrics_port is None else metrics_option)
         observer = metrics if observer is None else Observers(observer, metrics)
     planner = CeleryPlanner(app, s, preparer(app, config_entries(app)))
+    check = MessageCheck(s.accept_content)
+    publisher = publisher_for(app)
+
+    def revoked(ids: list[str]) -> None:
+        mark_revoked(app, ids)
+
+    if s.fast_path == "auto" and not isinstance(publisher, ConfirmPublisher):
+        handoff = fast(publisher, FastRoutes(app, inst.store.client, check.allowed), check=check, revoked=revoked)
+    else:
+        handoff = generic(publisher, check=check, revoked=revoked)
     dispatcher = Dispatcher(
         inst.store, config=config, member_id=member_id, pinned=pinned, dead_letters=inst.dead_letters,
-        observer=observer, handoff=generic(publisher_for(app), check=MessageCheck(s.accept_content),
-                                           revoked=lambda ids: mark_revoked(app, ids)),
-        periodic=periodic_step(planner),
+        observer=observer, handoff=handoff, periodic=periodic_step(planner),
     )
     if metrics is not None and port is not None:
         bound = metrics.serve(s.metrics_addr, port)

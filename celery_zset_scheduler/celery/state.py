@@ -82,8 +82,9 @@ class Installation:
             with self._lock:
                 if self._store is None:
                     s = self.settings
-                    client = make_client(str(s.url), s.redis_options)
-                    self._store = Store(client, KeySpace(s.prefix, s.shards))
+                    client = make_client(str(s.url), s.redis_options, s.cluster)
+                    wait = (s.wait_replicas, int(s.wait_timeout * 1000))
+                    self._store = Store(client, KeySpace(s.prefix, s.shards), wait)
         return self._store
 
     @property

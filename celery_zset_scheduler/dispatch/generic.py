@@ -139,12 +139,21 @@ class GenericHandOff:
         if acks and self._held:  # not published yet: back to due, to be claimed again in due order
             self._unreleased.extend(i.entry for i in self._held)
             self._held = []
+        clustered = self.env.claims.store.clustered
         if acks and self._to_ack:
-            self.env.claims.ack(self._to_ack)
-            self._to_ack = []
+            if clustered:
+                # A shard whose master is down keeps its acks for later (they may all be on that
+                # master); the rest go. Every master down shows in the heartbeat's renewals.
+                self._to_ack = self.env.claims.ack_each(self._to_ack)
+            else:
+                self.env.claims.ack(self._to_ack)
+                self._to_ack = []
         if self._unreleased:
-            self.env.claims.release(self._unreleased)
-            self._unreleased = []
+            if clustered:
+                self._unreleased = self.env.claims.release_each(self._unreleased)
+            else:
+                self.env.claims.release(self._unreleased)
+                self._unreleased = []
 
     # -- the steps ------------------------------------------------------------------------------
 

@@ -99,6 +99,12 @@ class Leadership:
                 # A full store refuses the heartbeat (a write that grows memory) but not the
                 # renewals, claims and acks that drain it: keep leading with what we know.
                 log_event(logging.WARNING, "membership.refused", dispatcher=self.member_id, error=str(exc))
+            except redis.RedisError as exc:
+                if not self.store.clustered:
+                    raise
+                # On a cluster the membership lives on one master: while it is down, the shards
+                # on the other masters are led with the membership last read.
+                log_event(logging.WARNING, "membership.unavailable", dispatcher=self.member_id, error=str(exc))
             else:
                 self.clock.observe(membership.now_ms, (sent_at + time.monotonic()) / 2)
                 self.members = membership.members
@@ -119,9 +125,22 @@ class Leadership:
             return
         sent_at = time.monotonic()
         shards = sorted(self.owned)
-        renewed = self.leases.renew([self.owned[s].fence for s in shards], self.ttl_ms)
+        fences = [self.owned[s].fence for s in shards]
+        if self.store.clustered:
+            renewed = self.leases.renew_each(fences, self.ttl_ms)
+            errors = [r for r in renewed if isinstance(r, Exception)]
+            if errors and len(errors) == len(renewed):
+                raise errors[0]  # no master answered: an outage of the whole store
+        else:
+            renewed = list(self.leases.renew(fences, self.ttl_ms))
         for shard, ok in zip(shards, renewed, strict=True):
-            if ok:
+            if isinstance(ok, Exception):
+                # Its master is down (a failover under way): the lease stays ours until it would
+                # have expired; the hand-off publishes nothing of it meanwhile (Lease.valid).
+                if sent_at - self.owned[shard].renewed_at >= self.ttl_ms / 1000:
+                    self.drop(shard, reason="renew failed")
+                    changes.lost.append(shard)
+            elif ok:
                 self.owned[shard].renewed_at = sent_at
             else:
                 self.drop(shard, reason="renew refused")
@@ -134,6 +153,10 @@ class Leadership:
             epoch = self.leases.acquire(shard, token, self.ttl_ms)
         except redis.OutOfMemoryError:
             return False  # a full store takes no new lease; the current leaders keep theirs
+        except redis.RedisError:
+            if not self.store.clustered:
+                raise
+            return False  # its master is down: tried again at the next heartbeat
         if not epoch:
             return False
         self.owned[shard] = Lease(Fence(shard, token, epoch), sent_at)
@@ -153,7 +176,7 @@ class Leadership:
             records[lease.fence] = LeaderRecord(self.member_id, lease.fence.epoch, total, rate)
         try:
             self.leases.announce(records, self.ttl_ms)
-        except redis.ResponseError as exc:
+        except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError) as exc:
             log_event(logging.DEBUG, "leader.announce_failed", error=str(exc))
 
     def drop(self, shard: int, reason: str) -> None:
@@ -173,7 +196,12 @@ class Leadership:
         self.meter.forget(shard)
         if lease is None:
             return
-        self.leases.unlock(lease.fence)
+        try:
+            self.leases.unlock(lease.fence)
+        except redis.RedisError:
+            if not self.store.clustered:
+                raise
+            # Its master is down: the lease expires by itself, the next leader takes it then.
         log_event(logging.INFO, "leader.released", shard=shard, epoch=lease.fence.epoch, dispatcher=self.member_id)
         self.observer.leadership(shard, False)
 

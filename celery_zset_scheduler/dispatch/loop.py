@@ -200,7 +200,13 @@ class Dispatcher:
             self._next_due.pop(shard, None)
         limit = self.config.batch_size
         for shard, lease in list(self.leadership.owned.items()):
-            reaped = self.claims.reap(lease.fence, limit)
+            try:
+                reaped = self.claims.reap(lease.fence, limit)
+            except REDIS_ERRORS as exc:
+                if not self.store.clustered:
+                    raise
+                self._shard_failed(shard, exc)  # its master is down: the others go on
+                continue
             if reaped is None:
                 self._lost(shard, "reap fenced")
             elif reaped:
@@ -232,8 +238,11 @@ class Dispatcher:
         report = self.handoff.dispatch(fences)
         busy = self.handoff.holding
         errors = [e for e in (report.shards[f.shard].error for f in fences) if e is not None]
-        if errors and len(errors) == len(fences):
-            raise errors[0]  # nothing worked: an outage of the whole store
+        if errors and len(errors) == len(fences) and not self.store.clustered:
+            # Nothing worked: an outage of the whole store. (On a cluster the shards of one
+            # pass may all live on the master that is down: each waits on its own, and an
+            # outage of every master shows in the heartbeat's renewals.)
+            raise errors[0]
         for fence in fences:
             result = report.shards[fence.shard]
             if result.error is not None:
@@ -309,7 +318,13 @@ class Dispatcher:
             if self._pubsub is None:
                 self._stop.wait(timeout)
                 continue
-            message = self._pubsub.get_message(timeout=timeout)
+            try:
+                message = self._pubsub.get_message(timeout=timeout)
+            except REDIS_ERRORS:
+                if not self.store.clustered:
+                    raise
+                self._close_pubsub()  # its node is down: sleep by the clock, subscribe again next pass
+                continue
             woke = False
             while message is not None:
                 woke |= self._on_wake(message)
@@ -334,5 +349,14 @@ class Dispatcher:
     def _subscribe(self) -> None:
         if self._pubsub is None:
             pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
-            pubsub.subscribe(self.store.keys.wake_channel)
+            try:
+                pubsub.subscribe(self.store.keys.wake_channel)
+            except REDIS_ERRORS:
+                if not self.store.clustered:
+                    raise
+                # The channel's node is down: wake-ups only shorten a sleep that max_interval
+                # bounds anyway, so the shards on the other masters go on without them.
+                with contextlib.suppress(Exception):
+                    pubsub.close()
+                return
             self._pubsub = pubsub

@@ -171,6 +171,9 @@ class PeriodicStep:
         plans: dict[Fence, list[Firing]] = {}
         for fence in fences:
             read = reads[fence.shard]
+            if isinstance(read, Exception):  # its master is down (a cluster): look again later
+                self._look[fence.shard] = time.monotonic() + config.heartbeat_interval
+                continue
             if read.fenced:
                 fenced.add(fence.shard)
                 continue

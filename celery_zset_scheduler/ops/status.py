@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..store.pending import Store
 from ..store.periodic import PeriodicStore, ShardCounts
 from ..store.snapshot import ShardState, read_shards
+from .cluster import ClusterView, read_cluster
 
 MAX_MEMBERS_LISTED = 1000
 
@@ -29,6 +30,7 @@ class StoreStatus:
     #: the ``{prefix}:stats`` counters workers keep (e.g. idempotency_lease_lost_completions)
     stats: dict[str, int] = field(default_factory=dict)
     periodic: list[ShardCounts] = field(default_factory=list)  # periodic entries per shard
+    cluster: ClusterView | None = None  # the Redis Cluster behind the store (None: standalone)
 
     @property
     def pending(self) -> int:
@@ -68,4 +70,5 @@ def read_status(store: Store) -> StoreStatus:
     dispatchers += [DispatcherInfo(member, owned, False, None) for member, owned in led.items()]
     dispatchers.sort(key=lambda d: d.id)
     counters = {k.decode(): int(v) for k, v in sorted(stats.items())}
-    return StoreStatus(now_ms, shards, dispatchers, int(dead), stats=counters, periodic=PeriodicStore(store).counts())
+    return StoreStatus(now_ms, shards, dispatchers, int(dead), stats=counters, periodic=PeriodicStore(store).counts(),
+                       cluster=read_cluster(store))

@@ -139,28 +139,26 @@ class Claims:
         replies = self.scripts.settle([*acks, *claims])
         unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
         results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
-        self._expand(results)
+        expand_claimed(self.store.shared, results)
         return ClaimPass(results, unacked)
-
-    def _expand(self, results: dict[int, ClaimResult | Exception]) -> None:
-        """Put the shared prefix back into the claimed values the cache could not expand while
-        parsing (one more round trip, only for prefixes this process has not read yet)."""
-        shared = self.store.shared
-        wanted = [(e.shard, e.payload) for r in results.values() if isinstance(r, ClaimResult)
-                  for e in r.entries if e.payload[:1] == b"\x02"]
-        if not wanted:
-            return
-        shared.load(wanted)
-        for shard, result in results.items():
-            if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" for e in result.entries):
-                entries = [e if e.payload[:1] != b"\x02" else replace(e, payload=shared.expand(e.payload) or e.payload)
-                           for e in result.entries]
-                results[shard] = replace(result, entries=entries)
 
     def ack(self, entries: Sequence[Claimed]) -> int:
         """Forget published entries (each only while still in flight under its claim)."""
         calls = [ack_call(self.keys, s, group) for s, group in _by_shard(entries).items()]
         return sum(self.scripts.run_many(calls))
+
+    def ack_each(self, entries: Sequence[Claimed]) -> list[Claimed]:
+        """Ack shard by shard; returns the entries whose shard's ack failed (to ack later)."""
+        return self._each(entries, ack_call)
+
+    def release_each(self, entries: Sequence[Claimed]) -> list[Claimed]:
+        """Release shard by shard; returns the entries whose shard's release failed."""
+        return self._each(entries, release_call)
+
+    def _each(self, entries: Sequence[Claimed], make: Any) -> list[Claimed]:
+        groups = list(_by_shard(entries).items())
+        replies = self.scripts.settle([make(self.keys, s, group) for s, group in groups])
+        return [e for (_, group), r in zip(groups, replies, strict=True) if isinstance(r, Exception) for e in group]
 
     def release(self, entries: Sequence[Claimed]) -> int:
         """Put claimed, unpublished entries back in ``due`` at their own due time."""
@@ -170,6 +168,22 @@ class Claims:
     def reap(self, fence: Fence, limit: int) -> list[str] | None:
         """Return expired in-flight entries to ``due``; None when fenced."""
         return self.scripts.run(reap_call(self.keys, fence, limit))
+
+
+def expand_claimed(shared: Shared, results: dict[int, Any]) -> None:
+    """Put the shared prefix back into the claimed values the cache could not expand while
+    parsing (one more round trip, only for prefixes this process has not read yet): each
+    :class:`ClaimResult` of ``results`` holding such a value is replaced by an expanded one."""
+    wanted = [(e.shard, e.payload) for r in results.values() if isinstance(r, ClaimResult)
+              for e in r.entries if e.payload[:1] == b"\x02"]
+    if not wanted:
+        return
+    shared.load(wanted)
+    for shard, result in list(results.items()):
+        if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" for e in result.entries):
+            entries = [e if e.payload[:1] != b"\x02" else replace(e, payload=shared.expand(e.payload) or e.payload)
+                       for e in result.entries]
+            results[shard] = replace(result, entries=entries)
 
 
 def _by_shard(entries: Sequence[Claimed]) -> dict[int, list[Claimed]]:

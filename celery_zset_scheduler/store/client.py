@@ -1,7 +1,8 @@
 """Creating the redis-py client of the store: the one place a client is made.
 
 redis-py pools re-create their connections in a forked child (they check the pid), which is what
-makes ``install(app)`` fork-safe for prefork workers.
+makes ``install(app)`` fork-safe for prefork workers. On a Redis Cluster the client is redis-py's
+``RedisCluster`` (it follows MOVED/ASK and topology changes); the URL names any node.
 """
 
 from __future__ import annotations
@@ -25,19 +26,53 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def make_client(url: str, options: dict[str, Any] | None = None) -> redis.Redis:
-    """A client for ``url`` (``redis://``, ``rediss://`` with TLS, ``unix://``), bytes replies."""
+# A cluster client retries a command a few times across a failover (MOVED, a dead node, the
+# slot map re-read between attempts) before the caller sees the error.
+CLUSTER_RETRY = Retry(ExponentialBackoff(cap=0.5, base=0.05), 3)
+
+
+def make_client(url: str, options: dict[str, Any] | None = None, cluster: str = "false") -> Any:
+    """A client for ``url`` (``redis://``, ``rediss://`` with TLS, ``unix://``), bytes replies.
+
+    ``cluster``: ``"true"`` a ``RedisCluster`` (``url`` names any node), ``"false"`` a plain
+    client, ``"auto"`` asks the server (``cluster_enabled`` in ``INFO cluster``). A server that
+    cannot be asked (down at that moment) gets a plain client: set ``"true"`` on a cluster.
+    """
     kwargs = {**DEFAULTS, **(options or {}), "decode_responses": False}
     try:
-        return redis.Redis.from_url(url, **kwargs)
+        client = redis.Redis.from_url(url, **kwargs)
     except ValueError as exc:  # redis-py's words (a bad query value...), with the URL masked
         # urllib's port message quotes the port, which may be a password whose '@host' is missing.
         why = "the port is not a number from 1 to 65535" if str(exc).startswith("Port ") else str(exc)
         raise ConfigurationError(f"invalid Redis URL {mask_url(url)}: {why}") from None
+    if cluster == "false" or (cluster == "auto" and not _cluster_enabled(client)):
+        return client
+    client.close()
+    if url.startswith("unix://"):
+        raise ConfigurationError(f"a Redis Cluster is reached over TCP, not {mask_url(url)}")
+    kwargs.pop("retry", None)
+    kwargs.pop("db", None)
+    return redis.RedisCluster.from_url(url, retry=CLUSTER_RETRY, **kwargs)
 
 
-def location(client: redis.Redis) -> str:
+def _cluster_enabled(client: redis.Redis) -> bool:
+    try:
+        return bool(int(client.info("cluster").get("cluster_enabled", 0)))
+    except redis.ResponseError:  # a server without the section (or an ACL refusing INFO)
+        return False
+    except redis.RedisError:
+        return False
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, redis.RedisCluster)
+
+
+def location(client: Any) -> str:
     """Where ``client`` connects, as a URL with the password masked (for logs)."""
+    if is_cluster(client):
+        nodes = sorted(f"{n.host}:{n.port}" for n in client.get_primaries())
+        return f"cluster {','.join(nodes)}"
     kw = client.connection_pool.connection_kwargs
     auth = f"{kw.get('username') or ''}:{MASK}@" if kw.get("password") else ""
     if kw.get("path"):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..model.keys import KeySpace, storable
 from ..model.letters import DeadLetter
-from .scripts import Call, ScriptDef, Scripts, as_int
+from .scripts import Call, ScriptDef, Scripts, as_int, scripts_for
 
 DLQ_ADD = ScriptDef("dlq_add", ("dlq_index", "dlq_data"))
 DLQ_PAGE = ScriptDef("dlq_page", ("dlq_index", "dlq_data"))
@@ -68,7 +68,7 @@ class DeadLetters:
         self.keys = keys
         self.max_len = max_len
         self.max_age_ms = int(max_age * 1000)
-        self.scripts = scripts or Scripts(client)
+        self.scripts = scripts or scripts_for(client)
 
     def add(self, letter: DeadLetter) -> int:
         """Store a dead letter (replacing one with the same id); returns its time (ms)."""

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from ..model.keys import KeySpace
 from ..model.logs import describe, log_event
-from .scripts import Call, ScriptDef, Scripts, as_bool
+from .scripts import Call, ScriptDef, Scripts, as_bool, scripts_for
 
 IDEM_ACQUIRE = ScriptDef("idem_acquire", ("record",))
 IDEM_RENEW = ScriptDef("idem_renew", ("record",))
@@ -61,7 +61,7 @@ class IdempotencyKeys:
     def __init__(self, client: Any, keys: KeySpace, scripts: Scripts | None = None) -> None:
         self.client = client
         self.keys = keys
-        self.scripts = scripts or Scripts(client)
+        self.scripts = scripts or scripts_for(client)
 
     def _record(self, key: str) -> tuple[str]:
         return (self.keys.idempotency(key),)

@@ -61,6 +61,11 @@ class Leases:
     def renew(self, fences: Sequence[Fence], ttl_ms: int) -> list[bool]:
         return self.store.scripts.run_many([renew_call(self.store, f, ttl_ms) for f in fences])
 
+    def renew_each(self, fences: Sequence[Fence], ttl_ms: int) -> list[bool | Exception]:
+        """Like :meth:`renew`, each lease's outcome on its own: True, False (taken over), or the
+        error of its call (its master down, on a cluster)."""
+        return self.store.scripts.settle([renew_call(self.store, f, ttl_ms) for f in fences])
+
     def unlock(self, fence: Fence) -> None:
         self.store.scripts.run(unlock_call(self.store, fence))
         # Ours alone: keyed by our token.

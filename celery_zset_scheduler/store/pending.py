@@ -16,8 +16,9 @@ from typing import Any, Literal
 
 from ..model.keys import KeySpace, check_storable, storable
 from . import meta
+from .client import is_cluster
 from .schedule import NewEntry, ScheduleResult, schedule_call
-from .scripts import Call, ScriptDef, Scripts, as_bool
+from .scripts import Call, ScriptDef, Scripts, as_bool, scripts_for
 from .shared import Shared
 from .stream import ScheduleStream
 from .values import payload as stored_payload
@@ -110,13 +111,18 @@ def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_
 class Store:
     """One client's view of the store at ``prefix`` with ``shards`` shards."""
 
-    def __init__(self, client: Any, keys: KeySpace) -> None:
+    def __init__(self, client: Any, keys: KeySpace, wait: tuple[int, int] | None = None) -> None:
         self.client = client
         self.keys = keys
-        self.scripts = Scripts(client)
+        self.scripts: Scripts = scripts_for(client, wait)
         self.shared = Shared(client, keys)
         self._meta_checked = False
         self._meta_lock = threading.Lock()
+
+    @property
+    def clustered(self) -> bool:
+        """On a Redis Cluster, where one master down fails only the calls of its shards."""
+        return is_cluster(self.client)
 
     @property
     def shards(self) -> int:
@@ -147,7 +153,7 @@ class Store:
         value, write = self.shared.compact(shard, payload)
         entry = NewEntry(task_id, due_ms, value, idempotency_key)
         before = () if write is None else (("HSETNX", *write),)
-        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace), before=before)[0]
+        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace), durable=True, before=before)[0]
 
     def schedule_many(self, entries: Sequence[NewEntry], *, replace: bool = False) -> list[ScheduleResult]:
         """Schedule many entries in one pipelined round trip; results are in the input order."""
@@ -172,7 +178,7 @@ class Store:
                 calls.append(schedule_call(self.keys, shard, compacted[start:start + CHUNK], replace))
         before = [("HSETNX", key, sid, prefix) for (key, sid), prefix in writes.items()]
         results: list[ScheduleResult | None] = [None] * len(entries)
-        for chunk, replies in zip(chunks, self.scripts.run_many(calls, before), strict=True):
+        for chunk, replies in zip(chunks, self.scripts.run_many(calls, durable=True, before=before), strict=True):
             for i, result in zip(chunk, replies, strict=True):
                 results[i] = result
         return [r for r in results if r is not None]
@@ -181,7 +187,7 @@ class Store:
         """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
         as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
         self.check_meta()
-        with ScheduleStream(self.client, self.keys, CHUNK, self.shared) as stream:
+        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, shared=self.shared) as stream:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created

@@ -195,11 +195,13 @@ class PeriodicStore:
     # -- the leader -----------------------------------------------------------------------------
 
     def due_many(self, fences: Sequence[Fence], *, limit: int, max_wait_ms: int, wake_ttl_ms: int,
-                 overlap_timeout_ms: int) -> dict[int, DueRead]:
-        """The due entries of several shards, one pipelined round trip."""
+                 overlap_timeout_ms: int) -> dict[int, DueRead | Exception]:
+        """The due entries of several shards, one pipelined round trip. On a Redis Cluster a shard
+        whose call failed (its master down) gets its error as its read; elsewhere it is raised."""
         calls = [due_call(self.keys, f, limit=limit, max_wait_ms=max_wait_ms, wake_ttl_ms=wake_ttl_ms,
                           overlap_timeout_ms=overlap_timeout_ms) for f in fences]
-        return {f.shard: r for f, r in zip(fences, self.scripts.run_many(calls), strict=True)}
+        replies = self.scripts.settle(calls) if self.store.clustered else self.scripts.run_many(calls)
+        return {f.shard: r for f, r in zip(fences, replies, strict=True)}
 
     def fire_many(self, plans: Mapping[Fence, Sequence[Firing]]) -> dict[int, list[int] | None]:
         """Write every shard's firings (bounded chunks), one pipelined round trip.
@@ -220,7 +222,11 @@ class PeriodicStore:
                 calls.append(fire_call(self.keys, fence, chunk))
                 owners.append(fence.shard)
         out: dict[int, list[int] | None] = {}
-        for shard, reply in zip(owners, self.scripts.run_many(calls), strict=True):
+        replies = self.scripts.settle(calls) if self.store.clustered else self.scripts.run_many(calls)
+        for shard, reply in zip(owners, replies, strict=True):
+            if isinstance(reply, Exception):  # its master is down (a cluster): the shard looks again
+                out[shard] = [*(out.get(shard) or []), -1]
+                continue
             if reply is None or out.get(shard, []) is None:
                 out[shard] = None
             else:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..model.keys import KeySpace, storable
+from .client import is_cluster
 from .pending import CHUNK, Store
 from .scripts import Call, ScriptDef
 
@@ -112,10 +113,13 @@ class Revokes:
 def load(client: Any, keys: KeySpace) -> Records:
     """Every live record of every shard, in one round trip (a bounded read: records are capped)."""
     pipe = client.pipeline(transaction=False)
-    pipe.time()
+    clock = client.time() if is_cluster(client) else None  # a cluster pipeline takes keyed commands only
+    if clock is None:
+        pipe.time()
     for shard in range(keys.shards):
         pipe.zrange(keys.shard(shard).revoked, "(0", "+inf", byscore=True, withscores=True)
-    now, *per_shard = pipe.execute()
+    replies = pipe.execute()
+    now, *per_shard = replies if clock is None else [clock, *replies]
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     expiries: dict[str, int] = {}
     for records in per_shard:

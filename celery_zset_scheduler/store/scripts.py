@@ -23,6 +23,8 @@ from typing import Any, Generic, TypeVar
 import redis
 from redis.exceptions import NoScriptError
 
+from ..errors import NotReplicated
+
 T = TypeVar("T")
 
 _INCLUDE = re.compile(r'^--- @include "([A-Za-z0-9_\-]+)"\s*$', re.MULTILINE)
@@ -93,6 +95,8 @@ class ScriptDef:
 
     name: str
     keys: tuple[str, ...]
+    #: Takes more keys after its fixed ones (keys computed per call, as its header says).
+    variadic: bool = False
 
     def __post_init__(self) -> None:
         DEFINITIONS[self.name] = self
@@ -106,6 +110,13 @@ class ScriptDef:
         if len(keys) != len(self.keys):
             raise TypeError(f"{self.name}.lua takes the keys {self.keys}, got {len(keys)}")
         return Call(self.name, tuple(keys), tuple(args), parse)
+
+    def call_extended(self, keyset: Any, extra: Sequence[str], args: Sequence[Any],
+                      parse: Callable[[Any], T]) -> Call[T]:
+        """A call of a variadic script: the named keys from ``keyset``, then ``extra``."""
+        if not self.variadic:
+            raise TypeError(f"{self.name}.lua takes no keys beyond {self.keys}")
+        return Call(self.name, (*(getattr(keyset, k) for k in self.keys), *extra), tuple(args), parse)
 
 
 def as_int(reply: Any) -> int:
@@ -144,41 +155,50 @@ class Scripts:
     After a flushed script cache (a restarted Redis) only the calls answered NOSCRIPT are sent
     again, once the scripts are loaded: a call that ran is never repeated, so a pipeline that acks
     one batch and claims the next cannot claim twice.
+
+    ``wait``: ``(replicas, timeout_ms)`` for Redis ``WAIT`` after *durable* calls (the scheduling
+    writes): sent on the same connection, in the same round trip, so it covers exactly those
+    writes. Fewer replicas in time raises :class:`~..errors.NotReplicated` (the writes are on the
+    master). :mod:`.cluster_scripts` is the Redis Cluster implementation.
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, wait: tuple[int, int] | None = None) -> None:
         self.client = client
+        self.wait = wait if wait and wait[0] > 0 else None
         self._sources = sources()
+
+    def check_wait(self, reply: Any) -> None:
+        if self.wait is None:
+            return
+        if isinstance(reply, Exception):
+            raise reply
+        if int(reply) < self.wait[0]:
+            raise NotReplicated(
+                f"stored on the master, but {int(reply)} of the {self.wait[0]} replicas asked for "
+                f"(zset_scheduler_wait_replicas) acknowledged it within {self.wait[1]} ms"
+            )
 
     def _evalsha_args(self, call: Call[Any]) -> tuple[Any, ...]:
         source = self._sources[call.script]
-        if len(call.keys) != source.numkeys:
+        definition = DEFINITIONS.get(call.script)
+        if definition is not None and definition.variadic and len(call.keys) >= source.numkeys:
+            pass  # the fixed keys, then the ones computed per call
+        elif len(call.keys) != source.numkeys:
             raise TypeError(f"{call.script}.lua takes {source.numkeys} keys, got {len(call.keys)}")
         return (source.sha, len(call.keys), *call.keys, *call.args)
 
-    def run(self, call: Call[T], client: Any = None, before: Sequence[tuple[Any, ...]] = ()) -> T:
+    def run(self, call: Call[T], client: Any = None, *, durable: bool = False,
+            before: Sequence[tuple[Any, ...]] = ()) -> T:
         """One call; ``before``: commands sent ahead of it in the same round trip (their replies
         are not returned; an error one of them meets is raised after the call has run)."""
+        if durable and self.wait is not None:
+            return self.run_many([call], durable=True, before=before)[0]  # type: ignore[no-any-return]
         target = self.client if client is None else client
         args = self._evalsha_args(call)
         if type(target) is redis.Redis:
             return call.parse(self._packed(target, before, args, call.script))
         if before:
-            pipe = target.pipeline(transaction=False)
-            for command in before:
-                pipe.execute_command(*command)
-            pipe.evalsha(*args)
-            replies = pipe.execute(raise_on_error=False)
-            reply = replies[-1]
-            if isinstance(reply, NoScriptError):
-                target.script_load(self._sources[call.script].text)
-                reply = target.evalsha(*args)
-            elif isinstance(reply, Exception):
-                raise reply
-            for failed in replies[:-1]:
-                if isinstance(failed, Exception):
-                    raise failed
-            return call.parse(reply)
+            return self.run_many([call], before=before)[0]  # type: ignore[no-any-return]
         try:
             reply = target.evalsha(*args)
         except NoScriptError:
@@ -189,8 +209,9 @@ class Scripts:
     def _packed(self, client: redis.Redis, before: Sequence[tuple[Any, ...]], args: tuple[Any, ...],
                 script: str) -> Any:
         """``before`` then ``EVALSHA args`` written at once on a pooled connection: one round trip,
-        without redis-py's per-command machinery (most of the time of a small call). A connection
-        that fails is dropped and the same commands go once through the client (its retries)."""
+        without redis-py's per-command machinery (most of the Python time of a small call). A
+        connection that fails is dropped and the same commands go once through the client (its
+        retries)."""
         pool = client.connection_pool
         conn: Any = pool.get_connection()
         commands = [*before, ("EVALSHA", *args)]
@@ -210,7 +231,7 @@ class Scripts:
             target: Any = client
             for command in before:
                 target.execute_command(*command)
-            return self.run_evalsha(client, args, script)
+            return self._evalsha(client, args, script)
         except BaseException:
             conn.disconnect()
             pool.release(conn)
@@ -218,7 +239,7 @@ class Scripts:
         pool.release(conn)
         reply = replies[-1]
         if isinstance(reply, NoScriptError):
-            reply = self.run_evalsha(client, args, script)
+            reply = self._evalsha(client, args, script)
         elif isinstance(reply, Exception):
             raise reply
         for failed in replies[:-1]:
@@ -226,49 +247,78 @@ class Scripts:
                 raise failed
         return reply
 
-    def run_evalsha(self, client: Any, args: tuple[Any, ...], script: str) -> Any:
+    def _evalsha(self, client: Any, args: tuple[Any, ...], script: str) -> Any:
         try:
             return client.evalsha(*args)
         except NoScriptError:
             client.script_load(self._sources[script].text)
             return client.evalsha(*args)
 
-    def run_many(self, calls: Sequence[Call[Any]], before: Sequence[tuple[Any, ...]] = ()) -> list[Any]:
+    def run_many(self, calls: Sequence[Call[Any]], *, durable: bool = False,
+                 before: Sequence[tuple[Any, ...]] = ()) -> list[Any]:
         """Every call in one round trip; replies in call order. Raises the first error, after
         every call that could run has run (as ``pipeline.execute()`` does). ``before``: commands
         sent ahead of the calls in the same round trip."""
-        replies = self.settle(calls, before)
+        replies = self.settle(calls, durable=durable, before=before)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         return replies
 
-    def settle(self, calls: Sequence[Call[Any]], before: Sequence[tuple[Any, ...]] = ()) -> list[Any]:
+    def settle(self, calls: Sequence[Call[Any]], *, durable: bool = False,
+               before: Sequence[tuple[Any, ...]] = ()) -> list[Any]:
         """Every call in one round trip; each reply parsed, or the error that call met.
         ``before``: commands sent ahead of the calls (an error of one of them is raised)."""
         if not calls:
             return []
-        pipe = self.client.pipeline(transaction=False)
+        wait = self.wait if durable else None
+        waits = wait is not None
+        pipe: Any = self.client.pipeline(transaction=False)
         for command in before:
             pipe.execute_command(*command)
         for call in calls:
             pipe.evalsha(*self._evalsha_args(call))
+        if wait is not None:
+            pipe.execute_command("WAIT", *wait)
         raw = list(pipe.execute(raise_on_error=False))
         for failed in raw[:len(before)]:
             if isinstance(failed, Exception):
                 raise failed
         raw = raw[len(before):]
+        waited: list[Any] = []  # checked once every call that could run has run
+        if waits:
+            reply = raw.pop()
+            if any(not isinstance(r, Exception) for r in raw):  # WAIT says nothing of calls that did not run
+                waited.append(reply)
         missing = [i for i, r in enumerate(raw) if isinstance(r, NoScriptError)]
         if missing:
             client = redis.Redis(connection_pool=pipe.connection_pool)
             for name in {calls[i].script for i in missing}:
                 client.script_load(self._sources[name].text)
-            again = client.pipeline(transaction=False)
+            again: Any = client.pipeline(transaction=False)
             for i in missing:
                 again.evalsha(*self._evalsha_args(calls[i]))
-            for i, reply in zip(missing, again.execute(raise_on_error=False), strict=True):
+            if wait is not None:
+                again.execute_command("WAIT", *wait)
+            replies = list(again.execute(raise_on_error=False))
+            if waits:
+                reply = replies.pop()
+                if any(not isinstance(r, Exception) for r in replies):
+                    waited.append(reply)
+            for i, reply in zip(missing, replies, strict=True):
                 raw[i] = reply
+        for reply in waited:
+            self.check_wait(reply)
         out: list[Any] = []
         for call, reply in zip(calls, raw, strict=True):
             out.append(reply if isinstance(reply, Exception) else call.parse(reply))
         return out
+
+
+def scripts_for(client: Any, wait: tuple[int, int] | None = None) -> Scripts:
+    """The runner for ``client``: per node on a Redis Cluster, one pipeline otherwise."""
+    if isinstance(client, redis.RedisCluster):
+        from .cluster_scripts import ClusterScripts
+
+        return ClusterScripts(client, wait)
+    return Scripts(client, wait)

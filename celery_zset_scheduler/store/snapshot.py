@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..model.clock import time_ms
 from ..model.leaders import LeaderRecord
+from .client import is_cluster
 from .pending import Store
 
 
@@ -40,7 +41,10 @@ def read_shards(store: Store, shards: Iterable[int], *, leaders: bool = True) ->
     """Redis time and the state of ``shards``; ``leaders=False`` skips the lease reads."""
     wanted = list(shards)
     pipe = store.client.pipeline(transaction=False)
-    pipe.time()
+    # A cluster pipeline takes keyed commands only: TIME (of any node) is its own round trip there.
+    clock = store.client.time() if is_cluster(store.client) else None
+    if clock is None:
+        pipe.time()
     for shard in wanted:
         sk = store.keys.shard(shard)
         pipe.zcard(sk.due)
@@ -50,6 +54,8 @@ def read_shards(store: Store, shards: Iterable[int], *, leaders: bool = True) ->
             pipe.get(sk.lock)
             pipe.get(sk.epoch)
     replies = pipe.execute()
+    if clock is not None:
+        replies.insert(0, clock)
     now_ms = time_ms(replies[0])
     per = 5 if leaders else 3
     rows = [replies[1 + i * per: 1 + (i + 1) * per] for i in range(len(wanted))]

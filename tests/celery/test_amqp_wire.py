@@ -60,3 +60,12 @@ def test_a_malformed_expiration_is_refused(value: Any) -> None:
         check_expiration(value)
     check_expiration("0")
     check_expiration(None)
+
+
+def test_cached_lists_and_tables_keep_equal_values_of_other_types_apart() -> None:
+    encoder = PropertyEncoder()
+    # 1 == 1.0 == True in Python, but each has an AMQP type of its own.
+    for value in ([1], [True], [1.0], (1,), {"x": 1}, {"x": True}, {"x": [1]}, {"x": [1.0]}, [None, None], [],
+                  {}, [1], {"x": 1}):
+        properties = {"application_headers": {"v": value}}
+        assert encoder.encode(properties) == py_amqp(b"", properties), value

@@ -21,8 +21,8 @@ from ..support.helpers import BROKER_DB, AppFactory, wait_for
 from ..support.tools import counts, pending
 
 STATUS_KEYS = {"prefix", "shard_count", "redis_time_ms", "redis_time", "totals", "dead_letters", "stats",
-               "dispatchers", "periodic", "shards"}
-SHARD_KEYS = {"shard", "pending", "inflight", "oldest_due_ms", "lag_seconds", "locked", "leader", "epoch",
+               "dispatchers", "periodic", "cluster", "shards"}
+SHARD_KEYS = {"shard", "node", "pending", "inflight", "oldest_due_ms", "lag_seconds", "locked", "leader", "epoch",
               "rate_per_second", "dispatched", "periodic_entries", "periodic_scheduled", "periodic_next_run_ms"}
 CELERY = str(Path(sys.executable).with_name("celery"))
 

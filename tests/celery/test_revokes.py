@@ -156,8 +156,11 @@ def test_a_revoked_in_flight_entry_is_not_published(
 ) -> None:
     # "handing": paused at the publish call itself, past every check but the publisher's own;
     # "broker_db": the store is the broker's database, where the check runs inside its transaction.
+    # The generic path there: the fast path (the default on the broker's database) filters revokes
+    # in its one script (tests/celery/test_fast_path.py).
     url = redis_server.url_db(BROKER_DB) if store == "broker_db" else None
-    conf: dict[str, Any] = {**PATIENT, **({} if url is None else {"zset_scheduler_url": url})}
+    same = {"zset_scheduler_url": url, "zset_scheduler_fast_path": False}
+    conf: dict[str, Any] = {**PATIENT, **({} if url is None else same)}
     cluster = make_cluster(clusters, redis_server, shards=1, store_url=url, **conf)
     app = apps(shards=1, **conf)
     ids = [app.tasks["t.record"].apply_async(kwargs={"tag": i}, countdown=0.3).id for i in range(10)]

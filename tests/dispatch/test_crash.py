@@ -112,9 +112,11 @@ def test_a_leader_paused_at_the_hand_off_does_not_publish_what_its_successor_did
     # in-flight lease: the new leader reaps and publishes the batch, so the stale one must not.
     # "broker_db": the store is the broker's own database (the default), where the lease is
     # checked inside the broker's transaction; "own_db": by the dispatcher's clock right before it.
+    # The generic path there: the fast path (the default on the broker's database) has no publish
+    # call to pause at (tests/dispatch/test_fast_path_crash.py).
     url = redis_server.url_db(BROKER_DB) if store == "broker_db" else None
-    conf = {} if url is None else {"zset_scheduler_url": url}
-    cluster = make_cluster(cluster_factory, redis_server, shards=1, store_url=url)
+    conf = {} if url is None else {"zset_scheduler_url": url, "zset_scheduler_fast_path": False}
+    cluster = make_cluster(cluster_factory, redis_server, shards=1, store_url=url, **conf)
     ids = schedule(apps, 60, spread=2.0, shards=1, **conf)
     stale = cluster.hooked_dispatcher("handing")
     stale.wait_for_output(r"PAUSED ")

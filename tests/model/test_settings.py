@@ -25,6 +25,15 @@ def test_values_are_coerced_from_strings() -> None:
     assert s.shards == 16 and s.lock_timeout == 2.5
 
 
+def test_the_cluster_switch_reads_auto_and_booleans() -> None:
+    assert settings({}).cluster == "auto"
+    assert settings({"zset_scheduler_cluster": True}).cluster == "true"
+    assert settings({"zset_scheduler_cluster": "no"}).cluster == "false"
+    assert settings({"zset_scheduler_cluster": "AUTO"}).cluster == "auto"
+    s = settings({"zset_scheduler_wait_replicas": "1", "zset_scheduler_wait_timeout": "0.5"})
+    assert (s.wait_replicas, s.wait_timeout) == (1, 0.5)
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
@@ -40,6 +49,9 @@ def test_values_are_coerced_from_strings() -> None:
         ("zset_scheduler_accept_content", [], "non-empty list of serializer names"),
         ("zset_scheduler_redis_options", "socket_timeout=1", "mapping of redis client keyword"),
         ("zset_scheduler_metrics_port", 70000, "zset_scheduler_metrics_port"),
+        ("zset_scheduler_cluster", "maybe", "zset_scheduler_cluster: expected 'auto', true or false"),
+        ("zset_scheduler_wait_replicas", -1, "zset_scheduler_wait_replicas: expected an integer from 0"),
+        ("zset_scheduler_wait_timeout", 0, "zset_scheduler_wait_timeout"),
     ],
 )
 def test_invalid_values_name_the_setting(key: str, value: object, message: str) -> None:

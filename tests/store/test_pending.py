@@ -15,7 +15,7 @@ from celery_zset_scheduler.store.schedule import NewEntry
 from celery_zset_scheduler.testing import RedisServer
 
 from ..support.helpers import wait_for
-from ..support.tools import counts, earliest, iter_shard, pending
+from ..support.tools import command_stats, counts, earliest, iter_shard, pending, reset_stats
 
 NOW = int(time.time() * 1000)
 
@@ -142,10 +142,10 @@ def test_page_filters_by_due_time_and_returns_payloads(store: Store) -> None:
 
 def test_page_is_bounded_by_its_limit(store: Store, r: redis.Redis) -> None:
     store.schedule_many([NewEntry(f"id-{i}", NOW, b"x") for i in range(5000)])
-    r.config_resetstat()
+    reset_stats(r)
     page = store.page(0, limit=10)
     assert len(page.entries) == 10 and page.cursor is not None
-    stats = r.info("commandstats")
+    stats = command_stats(r)
     # No command reads a whole shard: a ZRANGEBYSCORE with LIMIT, no ZRANGE 0 -1 / HGETALL / SCAN.
     assert "cmdstat_hgetall" not in stats and "cmdstat_scan" not in stats and "cmdstat_keys" not in stats
 

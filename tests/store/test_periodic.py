@@ -12,6 +12,7 @@ from celery_zset_scheduler.store.claims import Fence
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.store.periodic import RECORDS_CHUNK, Firing, Occurrence, PeriodicStore, write_call
 
+from ..support.tools import command_stats
 from .test_claims import lead, redis_ms
 
 
@@ -201,9 +202,9 @@ def test_records_are_read_with_three_hmgets_per_shard_in_bounded_chunks(store: S
     ps.write_many([write_call(store.keys, n, mode="new", expected=None, definition=b"d:" + n.encode(), template=b"t",
                               state=b"s:" + n.encode(), look_ms=None, plan=b"p:" + n.encode()) for n in names])
     wanted = [*names[:3], "rec-missing", names[1], *names[3:]]  # a missing name, a repeated one
-    calls = sum(int(v["calls"]) for k, v in r.info("commandstats").items() if k == "cmdstat_hmget")
+    calls = sum(int(v["calls"]) for k, v in command_stats(r).items() if k == "cmdstat_hmget")
     found = ps.records(wanted)
-    after = sum(int(v["calls"]) for k, v in r.info("commandstats").items() if k == "cmdstat_hmget")
+    after = sum(int(v["calls"]) for k, v in command_stats(r).items() if k == "cmdstat_hmget")
     assert list(found) == list(dict.fromkeys(wanted)) and found["rec-missing"] == (None, None, None)
     assert all(found[n] == (b"d:" + n.encode(), b"p:" + n.encode(), b"s:" + n.encode()) for n in names)
     per_shard = [sum(1 for n in names if store.keys.shard_of(n) == s) for s in range(store.shards)]

@@ -16,6 +16,8 @@ from celery_zset_scheduler.store.pending import Store, cancel_call
 from celery_zset_scheduler.store.schedule import NewEntry, schedule_call
 from celery_zset_scheduler.store.scripts import DEFINITIONS, Call, Scripts, resolve_includes, sources
 
+from ..support.tools import command_stats, reset_stats
+
 _HEADER_KEY = re.compile(r"KEYS\[(\d+)\]\s+([a-z_]+)")
 
 
@@ -68,35 +70,37 @@ def test_wrong_key_count_is_refused(r: redis.Redis) -> None:
 def test_pipelines_survive_a_flushed_script_cache(store: Store, r: redis.Redis) -> None:
     # A restarted Redis has no scripts: pipelined EVALSHA calls load them and run once more.
     store.schedule_many([NewEntry("a", 1, b"x"), NewEntry("b", 2, b"y")])
-    r.script_flush()
+    r.script_flush()  # every master's, on a cluster
     assert [res.status for res in store.schedule_many([NewEntry("a", 1, b"x"), NewEntry("c", 3, b"z")])] == [
         "exists", "scheduled",
     ]
-    r.script_flush()
+    r.script_flush()  # every master's, on a cluster
     assert store.cancel(["a", "c"]) == {"a": "cancelled", "c": "cancelled"}
 
 
 def test_pipelined_calls_send_no_script_exists(store: Store, r: redis.Redis) -> None:
     store.schedule_many([NewEntry("warm", 1, b"x")])
-    r.config_resetstat()
+    reset_stats(r)
     for _ in range(3):
         store.schedule_many([NewEntry("a", 1, b"x"), NewEntry("b", 2, b"y")])
-    assert "cmdstat_script|exists" not in r.info("commandstats")
+    assert "cmdstat_script|exists" not in command_stats(r)
 
 
 def test_a_pipeline_runs_each_call_once_when_only_some_scripts_are_missing(store: Store, r: redis.Redis) -> None:
     # After a restart some scripts are loaded again before others: the calls that ran must not run
     # twice (a claim run twice would strand its first batch in flight).
     store.schedule_many([NewEntry("a", 1, b"x")])  # loads the schedule script
-    r.script_flush()
-    store.schedule_many([NewEntry("b", 1, b"x")])  # the schedule script is back, cancel is not
+    r.script_flush()  # every master's, on a cluster
+    # The schedule script is back (on every node holding a shard), cancel is not.
+    store.scripts.run_many([schedule_call(store.keys, s, [NewEntry(f"b-{s}", 1, b"x")], replace=False)
+                            for s in range(store.shards)])
     calls: list[Call[object]] = []
     for shard in range(store.shards):
         calls.append(schedule_call(store.keys, shard, [NewEntry(f"new-{shard}", 1, b"x")], replace=False))
         calls.append(cancel_call(store.keys, shard, ["a"]))
-    r.config_resetstat()
+    reset_stats(r)
     replies = store.scripts.run_many(calls)
     assert [[x.status for x in reply] for reply in replies[::2]] == [["scheduled"]] * store.shards
     assert sum(reply["a"] == "cancelled" for reply in replies[1::2]) == 1  # "a" cancelled in its shard
-    stats = r.info("commandstats")
+    stats = command_stats(r)
     assert stats["cmdstat_evalsha"]["calls"] == 3 * store.shards  # 2 per shard, then the NOSCRIPT cancels once more

@@ -3,6 +3,8 @@
     python -m tests.support.proc_dispatcher claimed    # SIGSTOP itself after a claim, before publishing
     python -m tests.support.proc_dispatcher handing    # SIGSTOP itself inside the hand-off, at the publish call
     python -m tests.support.proc_dispatcher published  # SIGSTOP itself after publishing, before the ack
+    python -m tests.support.proc_dispatcher before_push  # fast path: right before the script runs
+    python -m tests.support.proc_dispatcher after_push   # fast path: the script ran, its reply unread
 
 It prints ``PAUSED <point> <json ids of the batch in hand>`` first, so the test knows the batch,
 then kills it (-9) or resumes it (SIGCONT). Only the test drives it: the product has no such hook.
@@ -57,11 +59,40 @@ def hook(dispatcher: Dispatcher, point: str) -> None:
     handoff.publisher = type("Paused", (), {"publish": staticmethod(publish_then_pause)})()
 
 
+def hook_fast_path(point: str) -> None:
+    """Pause the fast path around its one script call (the pass's every shard in one round trip).
+    ``after_push`` prints the ids the script pushed."""
+    from celery_zset_scheduler.dispatch import fastpath
+
+    push = fastpath.fast_push_many
+    paused = False
+
+    def pausing(claims: Any, fences: Any, routes: Any, **kwargs: Any) -> Any:
+        nonlocal paused
+        if point == "before_push" and not paused and claims.store.client.zcard(claims.keys.shard(0).due):
+            due = claims.store.client.zrangebyscore(claims.keys.shard(0).due, "-inf", "+inf", start=0, num=5)
+            if due:
+                paused = True
+                pause(point, [d.decode() for d in due])
+        results, unacked = push(claims, fences, routes, **kwargs)
+        if point == "after_push" and not paused:
+            pushed = [r for r in results.values() if not isinstance(r, Exception) and r.pushed_due_ms]
+            if pushed:
+                paused = True
+                pause(point, [str(sum(len(r.pushed_due_ms) for r in pushed))])
+        return results, unacked
+
+    fastpath.fast_push_many = pausing  # type: ignore[assignment]
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(process)d %(levelname)s %(message)s")
     dispatcher = build_dispatcher(app)
-    hook(dispatcher, sys.argv[1])
+    if sys.argv[1].endswith("_push"):
+        hook_fast_path(sys.argv[1])
+    else:
+        hook(dispatcher, sys.argv[1])
     signal.signal(signal.SIGTERM, lambda *_: dispatcher.stop())
     print(f"MEMBER {dispatcher.member_id}", flush=True)
     dispatcher.run()

@@ -7,11 +7,33 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from redis.cluster import RedisCluster
+
 from celery_zset_scheduler.model.letters import DeadLetter
 from celery_zset_scheduler.store.claims import ClaimResult, Claims, Fence
 from celery_zset_scheduler.store.deadletters import DeadLetters
 from celery_zset_scheduler.store.pending import PageEntry, Store
 from celery_zset_scheduler.store.snapshot import read_shards
+
+
+def command_stats(client: Any) -> dict[str, dict[str, Any]]:
+    """``INFO commandstats`` of the server, or summed over every master of a cluster."""
+    if not isinstance(client, RedisCluster):
+        return dict(client.info("commandstats"))
+    total: dict[str, dict[str, Any]] = {}
+    for stats in client.info("commandstats", target_nodes=RedisCluster.PRIMARIES).values():
+        for name, values in stats.items():
+            calls = total.setdefault(name, {"calls": 0})
+            calls["calls"] += int(values["calls"])
+    return total
+
+
+def reset_stats(client: Any) -> None:
+    """``CONFIG RESETSTAT`` on the server, or on every master of a cluster."""
+    if isinstance(client, RedisCluster):
+        client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
+    else:
+        client.config_resetstat()
 
 
 @dataclass(frozen=True)

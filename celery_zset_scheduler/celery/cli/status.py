@@ -43,9 +43,19 @@ def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
             "scheduled": sum(c.scheduled for c in status.periodic),
             "next_run_ms": min((c.next_look_ms for c in status.periodic if c.next_look_ms is not None), default=None),
         },
+        "cluster": None if status.cluster is None else {
+            "state": status.cluster.state,
+            "slots_ok": status.cluster.slots_ok,
+            "masters": [
+                {"address": m.address, "slots": m.slots, "replicas": m.replicas, "aof": m.aof,
+                 "maxmemory_policy": m.maxmemory_policy, "shards": m.shards, "error": m.error}
+                for m in status.cluster.masters
+            ],
+        },
         "shards": [
             {
                 "shard": s.shard,
+                "node": status.cluster.shard_nodes.get(s.shard) if status.cluster else None,
                 "pending": s.pending,
                 "inflight": s.inflight,
                 "oldest_due_ms": s.oldest_due_ms,
@@ -66,22 +76,24 @@ def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
 
 def status_text(status: StoreStatus, prefix: str) -> str:
     now = status.now_ms
+    nodes = status.cluster.shard_nodes if status.cluster else None
     rows: list[tuple[Any, ...]] = []
     for s in status.shards:
         leader = s.leader.member if s.leader else ("(unannounced)" if s.locked else "-")
         rows.append((
             s.shard, number(s.pending), number(s.inflight), duration(s.lag_ms(now)),
             relative(s.oldest_due_ms, now), leader, s.epoch or "-", number(s.leader.rate) if s.leader else "-",
+            *([nodes.get(s.shard, "?")] if nodes is not None else []),
         ))
     rows.append((
         "total", number(status.pending), number(status.inflight), duration(status.lag_ms),
-        relative(status.oldest_due_ms, now), "", "", number(status.rate),
+        relative(status.oldest_due_ms, now), "", "", number(status.rate), *([""] if nodes is not None else []),
     ))
+    headers = ["SHARD", "PENDING", "IN FLIGHT", "LAG", "OLDEST DUE", "LEADER", "EPOCH", "RATE/S"]
     lines = [
         f"store {prefix!r}: {number(len(status.shards))} shards, Redis time {iso(now)}",
         "",
-        table(["SHARD", "PENDING", "IN FLIGHT", "LAG", "OLDEST DUE", "LEADER", "EPOCH", "RATE/S"], rows,
-              right=(0, 1, 2, 3, 6, 7)),
+        table([*headers, *(["NODE"] if nodes is not None else [])], rows, right=(0, 1, 2, 3, 6, 7)),
         "",
         f"dead letters: {number(status.dead_letters)}",
         *(f"{name.replace('_', ' ')}: {number(count)}" for name, count in status.stats.items()),
@@ -92,7 +104,23 @@ def status_text(status: StoreStatus, prefix: str) -> str:
         pinned = "" if d.member else " (pinned with --shards)"
         lines.append(f"  {d.id}: leads {led}{pinned}")
     lines += _periodic_lines(status)
+    lines += _cluster_lines(status)
     return "\n".join(lines)
+
+
+def _cluster_lines(status: StoreStatus) -> list[str]:
+    view = status.cluster
+    if view is None:
+        return []
+    lines = [f"cluster: {view.state}, {number(view.slots_ok)} of 16,384 slots served, {len(view.masters)} masters"]
+    for m in view.masters:
+        shards = ",".join(map(str, m.shards)) or "none"
+        if m.error:
+            lines.append(f"  {m.address}: unreachable ({m.error}); shards {shards}")
+            continue
+        aof = "AOF on" if m.aof else "AOF off"
+        lines.append(f"  {m.address}: {number(m.slots)} slots, {m.replicas} replicas, {aof}, shards {shards}")
+    return lines
 
 
 def _periodic_lines(status: StoreStatus) -> list[str]:

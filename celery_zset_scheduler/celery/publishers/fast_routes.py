@@ -1,0 +1,115 @@
+"""The fast path's route table, from the app's Kombu setup: where ``fast_push`` may write.
+
+The table is built once per dispatcher (again after an error) when the broker is Kombu's Redis
+transport on the store's own standalone server and database: the same run id and database number,
+and no Redis Cluster. It names, for every queue the app declares that Kombu would not expire
+(``x-expires`` makes its bindings change under a running script), the list of each priority step
+(``_q_for_pri``, with ``global_keyprefix``), and for every direct or topic exchange of those queues
+its ``_kombu.binding.*`` set (and the set that marks a binding permanent). The queues are declared
+first, as the generic publisher does before publishing, so their bindings exist. A message for
+anything the table does not name (a fanout, a queue only its sender knew) takes the generic path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import redis
+from kombu.transport.redis import Channel as RedisChannel
+
+from ...model.logs import log_event
+from ...store.fastpath import FAST_PUSH, Routes
+
+RETRY_AFTER_S = 5.0  # after a failed detection (the broker was unreachable), try again this much later
+ROUTED_TYPES = ("direct", "topic")
+FIRST_KEY = len(FAST_PUSH.keys) + 1  # the script's own keys come first (KEYS[1..11])
+
+
+class FastRoutes:
+    """A :data:`~...dispatch.fastpath.RouteSource`: the table, or None for the generic path."""
+
+    def __init__(self, app: Any, store_client: Any, accept: set[str]) -> None:
+        self.app = app
+        self.store_client = store_client
+        self.accept = sorted(accept)
+        self._routes: Routes | None = None
+        self._decided = False
+        self._retry_at = 0.0
+
+    def __call__(self) -> Routes | None:
+        if self._decided:
+            return self._routes
+        if time.monotonic() < self._retry_at:
+            return None
+        try:
+            self._routes = self._build()
+        except (OSError, redis.RedisError) as exc:  # the broker is down: generic path for now
+            self._retry_at = time.monotonic() + RETRY_AFTER_S
+            log_event(logging.WARNING, "fast_path.undecided", error=str(exc))
+            return None
+        self._decided = True
+        log_event(logging.INFO, "fast_path.on" if self._routes else "fast_path.off",
+                  why=None if self._routes else "the broker is not the store's standalone Redis database")
+        return self._routes
+
+    def _build(self) -> Routes | None:
+        with self.app.producer_or_acquire() as producer:
+            channel = producer.channel
+            if type(channel) is not RedisChannel or channel.body_encoding != "base64":
+                return None
+            with channel.conn_or_acquire() as client:
+                if not same_database(client, self.store_client):
+                    return None
+            policy = self.app.conf.task_publish_retry_policy
+            queues = [q for q in self.app.amqp.queues.values() if not _expiring(q)]
+            for queue in queues:
+                producer.maybe_declare(queue, retry=True, **policy)
+            return table(channel, producer, queues, self.accept)
+
+
+def same_database(broker: Any, store: Any) -> bool:
+    """One standalone Redis server (run id) and the same database number."""
+    if not isinstance(store, redis.Redis) or not isinstance(broker, redis.Redis):
+        return False  # a cluster client, or something else: never the fast path
+    if broker.info("server").get("redis_mode", "standalone") != "standalone":
+        return False
+    same_run = broker.info("server").get("run_id") == store.info("server").get("run_id")
+    db = broker.connection_pool.connection_kwargs.get("db", 0)
+    return bool(same_run) and int(db) == int(store.connection_pool.connection_kwargs.get("db", 0))
+
+
+def table(channel: Any, producer: Any, queues: list[Any], accept: list[str]) -> Routes:
+    prefix = channel.global_keyprefix or ""
+    keys: list[str] = []
+
+    def key(name: str) -> int:
+        keys.append(prefix + name)
+        return FIRST_KEY + len(keys) - 1
+
+    steps = list(channel.priority_steps)
+    lists: dict[str, list[int]] = {}
+    types: dict[str, set[str]] = {}
+    for queue in queues:
+        lists.setdefault(queue.name, [key(channel._q_for_pri(queue.name, step)) for step in steps])
+        if queue.exchange is not None and queue.exchange.name:
+            types.setdefault(queue.exchange.name, set()).add(queue.exchange.type)
+    exchanges: dict[str, dict[str, Any]] = {}
+    permanent = getattr(channel, "keyprefix_binding_permanent", None)
+    for name, kinds in sorted(types.items()):
+        (kind,) = kinds if len(kinds) == 1 else ("mixed",)
+        if kind not in ROUTED_TYPES or channel.typeof(name).type != kind:
+            continue  # a fanout, a type Kombu would not use, or declared twice with two types
+        exchanges[name] = {"type": kind, "key": key(channel.keyprefix_queue % (name,)), "sep": channel.sep}
+        if permanent:  # Kombu >= 5.6 marks the bindings it never expires
+            exchanges[name]["permanent"] = key(permanent % (name,))
+    mode = producer._delivery_details("", None)[1]
+    data = {"accept": accept, "steps": steps, "queues": lists, "exchanges": exchanges, "mode": mode}
+    return Routes(tuple(keys), json.dumps(data))
+
+
+def _expiring(queue: Any) -> bool:
+    arguments = queue.queue_arguments or {}
+    return queue.expires is not None or "x-expires" in arguments or bool(queue.auto_delete)

@@ -1,0 +1,142 @@
+--[[
+  The same-Redis fast path: move due entries of one shard straight into Kombu's queue lists.
+
+  KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
+  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen,
+  KEYS[11] shared (the shard's shared prefixes: store/shared.py),
+  then the broker's keys the dispatcher allows (KEYS[12..]: queue lists and binding sets, named by
+  position in the route table of ARGV[7]).
+  ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to take, ARGV[4] lease (ms),
+  ARGV[5] longest the leader waits before coming again (ms), ARGV[6] ttl of the wake key (ms),
+  ARGV[7] the route table, JSON: accept (content types), steps (Kombu's priority_steps),
+    queues (name -> KEYS index of its list per step), exchanges (name -> {type, key, permanent,
+    sep}), mode (the producer's default delivery mode)
+  ARGV[8] this call's delivery tag prefix (a random UUID's first 24 characters; a serial follows)
+
+  Runs only when the broker is this Redis server and database (never on a cluster): one script
+  takes the entries out of the store and LPUSHes the envelope Kombu's Redis transport would write
+  (its priority sub-queue, its direct or topic bindings), so no entry is ever in both, or in
+  neither (I1, I2). Fenced like the claim (I3): refuses unless the lock still holds this token and
+  the epoch is unchanged; due by the Redis clock (I5).
+
+  An entry is pushed only when the script can build exactly what the generic path would publish:
+  a JSON body a worker decodes as [args, kwargs, embed], headers that pass the worker's checks, a
+  content type in `accept`, a plain delivery, and a route through an exchange of the table to
+  queues of the table. The `eta` header moves to `zset_eta` as the generic publisher does.
+  Anything else (an `expires` to turn into a TTL, compression, a fanout or unknown exchange, a
+  pattern only Python's regex can read, a number JSON round trips could change) is claimed as
+  the claim script does (moved to `inflight` with a lease) and returned for the generic path.
+  Revoked ids are dropped and orphans reported as the claim does.
+
+  Returns {0} when fenced, else
+    {1, now ms, next due ms or -1, {generic ids}, {their due scores}, {their stored values},
+     lease deadline ms, {orphan ids}, {revoked ids}, revoke count, {due scores of pushed entries},
+     first due ms, last due ms (of everything taken) or -1}
+]]
+--- @include "now"
+--- @include "forget_key"
+--- @include "call_sliced"
+--- @include "envelope"
+
+local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local pending_keys, id_keys, wake, revoked, revoked_gen = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+
+if redis.call('GET', lock) ~= ARGV[1] or redis.call('GET', epoch) ~= ARGV[2] then
+  return {0}
+end
+
+local routes = cjson.decode(ARGV[7])
+local now = now_ms()
+local deadline = now + tonumber(ARGV[4])
+local items = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+local ids, scores, payloads, orphans, dropped, pushed_scores = {}, {}, {}, {}, {}, {}
+local any_revoked = redis.call('ZCARD', revoked) > 0
+if any_revoked then
+  redis.call('ZREMRANGEBYSCORE', revoked, '-inf', now)
+  any_revoked = redis.call('ZCARD', revoked) > 0
+end
+
+if #items > 0 then
+  -- Everything is read and built first, and only then written: a builder error (pcall) or a
+  -- queue key of another type sends the entry to the generic path instead of aborting a script
+  -- that has already taken entries out of `due` (Redis does not roll a script back).
+  local found = {}
+  for i = 1, #items, 2 do found[#found + 1] = items[i] end
+  local messages = call_sliced('HMGET', msg, found)
+  local keyed = redis.call('HLEN', id_keys) > 0
+  local revokes = {}
+  if any_revoked then revokes = call_sliced('ZMSCORE', revoked, found) end
+  local env = new_envelopes(routes, ARGV[8], KEYS[11])
+  local built, targets_of = {}, {}
+  local key_ok = {}
+  for i = 1, #found do
+    if messages[i] and not revokes[i] then
+      local ok, envelope, targets = pcall(env.build, found[i], messages[i])
+      if not ok then
+        redis.log(redis.LOG_WARNING, 'zset fast_push: entry left to the generic path: ' .. tostring(envelope))
+      elseif envelope then
+        if type(targets) == 'number' then targets = {targets} end  -- the common case: one list
+        for t = 1, #targets do
+          local key = targets[t]
+          if key_ok[key] == nil then
+            local kind = redis.call('TYPE', KEYS[key])['ok']
+            key_ok[key] = kind == 'list' or kind == 'none'
+          end
+          if not key_ok[key] then envelope = nil; break end
+        end
+        built[i], targets_of[i] = envelope, targets
+      end
+    end
+  end
+
+  -- The first #found by rank are exactly what the range returned: no id to pass back to Redis.
+  -- Removing first also frees memory before anything grows it (a full store still drains).
+  redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
+  local leases, gone, forget, writes, order = {}, {}, {}, {}, {}
+  for i = 1, #found do
+    local id = found[i]
+    if not messages[i] then
+      orphans[#orphans + 1] = id
+      forget[#forget + 1] = id
+    elseif revokes[i] then
+      dropped[#dropped + 1] = id
+      gone[#gone + 1] = id
+      forget[#forget + 1] = id
+    elseif built[i] then
+      local targets = targets_of[i]
+      for t = 1, #targets do
+        local key = targets[t]
+        local list = writes[key]
+        if not list then list = {}; writes[key] = list; order[#order + 1] = key end
+        list[#list + 1] = built[i]
+      end
+      gone[#gone + 1] = id
+      forget[#forget + 1] = id
+      pushed_scores[#pushed_scores + 1] = tonumber(items[2 * i])
+    else
+      ids[#ids + 1] = id
+      scores[#scores + 1] = items[2 * i]
+      payloads[#payloads + 1] = messages[i]
+      leases[#leases + 1] = deadline
+      leases[#leases + 1] = id
+    end
+  end
+  for _, key in ipairs(order) do call_sliced('LPUSH', KEYS[key], writes[key]) end
+  if #gone > 0 then call_sliced('HDEL', msg, gone) end
+  if #leases > 0 then call_sliced('ZADD', inflight, leases) end
+  if keyed then
+    for _, id in ipairs(forget) do forget_key(pending_keys, id_keys, id) end
+  end
+end
+
+local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+local next_claim = now + tonumber(ARGV[5])
+if nxt[2] and tonumber(nxt[2]) < next_claim then next_claim = tonumber(nxt[2]) end
+redis.call('DEL', wake)  -- a full batch: the leader comes again at once, and wakes up unasked
+if #items < 2 * tonumber(ARGV[3]) then
+  redis.call('SET', wake, next_claim, 'PX', tonumber(ARGV[6]))
+end
+local first, last = -1, -1
+if #items > 0 then first, last = tonumber(items[2]), tonumber(items[#items]) end
+return {1, now, nxt[2] or -1, ids, scores, payloads, deadline, orphans, dropped,
+        tonumber(redis.call('GET', revoked_gen) or '0'), pushed_scores, first, last}

@@ -1,0 +1,426 @@
+-- Kombu's Redis envelope of a stored entry, built inside Redis for the fast path.
+--
+-- The stored value is the codec's (model/codec.py): an optional arrival stamp (11 bytes after a
+-- \1), then a JSON array (layout 2: task, argsrepr, kwargsrepr, origin, reply_to packed as ~ + 22
+-- base64url characters when a UUID, delivery_mode, routing key, then an optional eta in epoch
+-- microseconds and an optional extras object; layout 4: 4, task, origin, reply_to, delivery_mode,
+-- routing key, argsrepr, kwargsrepr, then the same), a newline and the raw body. Since format 4
+-- the part before argsrepr may be stored once per shard: the value is then \2, the prefix's 8-byte
+-- id in the shard's `shared` hash, and the rest (store/shared.py). `build` returns the envelope (JSON)
+-- and the KEYS indexes of the lists it goes to, or nil when the generic path must publish it: it
+-- never guesses, so anything it cannot rebuild exactly, or that a worker would refuse, goes there.
+local NULL = cjson.null
+local EMBED = ', {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
+local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+local B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+local HEADER_SLOTS = {'task', 'argsrepr', 'kwargsrepr', 'origin'}
+-- Celery's protocol-2 headers left out of the stored form when they hold these values.
+local DEFAULTS = {
+  {'lang', 'py'}, {'shadow', NULL}, {'eta', NULL}, {'expires', NULL}, {'group', NULL},
+  {'group_index', NULL}, {'retries', 0}, {'timelimit', 'TIMELIMIT'}, {'parent_id', NULL},
+  {'ignore_result', false}, {'replaced_task_nesting', 0}, {'stamped_headers', NULL}, {'stamps', 'STAMPS'},
+}
+-- Extras the builder understands; any other key sends the entry to the generic path.
+local EXTRAS = {h = 1, p = 1, m = 1, a = 1, i = 1, r = 1, c = 1, ne = 1, ct = 1, ce = 1, x = 1, q = 1, nq = 1}
+-- Stored properties published as they are (anything else, an `expiration` among them, is Python's).
+local PROPERTIES = {priority = 1, correlation_id = 1, reply_to = 1, delivery_mode = 1}
+
+local chars, url_values = {}, {}
+for n = 0, 63 do
+  chars[n] = string.sub(B64, n + 1, n + 1)
+  url_values[string.sub(B64URL, n + 1, n + 1)] = n
+end
+
+local function new_base64()
+  -- Three bytes at a time through gsub with a memo table (Redis' Lua has no base64): the memo
+  -- lives for one script call, and the same groups recur from body to body, so most of them
+  -- cost a C table lookup instead of a Lua function call.
+  local memo = setmetatable({}, {__index = function(t, k)
+    local a, b, c = string.byte(k, 1, 3)
+    local n = a * 65536 + b * 256 + c
+    local v = chars[math.floor(n / 262144)] .. chars[math.floor(n / 4096) % 64] ..
+              chars[math.floor(n / 64) % 64] .. chars[n % 64]
+    rawset(t, k, v)
+    return v
+  end})
+  local function base64(s)
+    local full = #s - #s % 3
+    local out = string.gsub(string.sub(s, 1, full), '...', memo)
+    local rest = #s - full
+    if rest == 1 then
+      local a = string.byte(s, full + 1)
+      out = out .. chars[math.floor(a / 4)] .. chars[(a % 4) * 16] .. '=='
+    elseif rest == 2 then
+      local a, b = string.byte(s, full + 1, full + 2)
+      local n = a * 256 + b
+      out = out .. chars[math.floor(n / 1024)] .. chars[math.floor(n / 16) % 64] .. chars[(n % 16) * 4] .. '='
+    end
+    return out
+  end
+  -- A body that ends with Celery's empty embed part: the groups before it, then the encoding of
+  -- its last 0-2 bytes and the embed part, which is one of a handful per call.
+  local tails = setmetatable({}, {__index = function(t, k)
+    local v = base64(k .. EMBED)
+    rawset(t, k, v)
+    return v
+  end})
+  local function base64_embedded(stripped)
+    local full = #stripped - #stripped % 3
+    return string.gsub(string.sub(stripped, 1, full), '...', memo) .. tails[string.sub(stripped, full + 1)]
+  end
+  return base64, base64_embedded
+end
+
+local function unpack_uuid_once(v)
+  -- '~' + 22 base64url characters -> the canonical UUID text (the codec's _unpack_uuid).
+  if #v ~= 23 then return nil end
+  local hex = {}
+  for i = 2, 22, 2 do
+    local a, b = url_values[string.sub(v, i, i)], url_values[string.sub(v, i + 1, i + 1)]
+    if a == nil or b == nil then return nil end
+    hex[#hex + 1] = string.format('%03x', a * 64 + b)
+  end
+  local h = string.sub(table.concat(hex), 1, 32)
+  return string.sub(h, 1, 8) .. '-' .. string.sub(h, 9, 12) .. '-' .. string.sub(h, 13, 16) .. '-' ..
+         string.sub(h, 17, 20) .. '-' .. string.sub(h, 21, 32)
+end
+
+-- One sender's messages share their reply_to: each packed value is unpacked once per call.
+local uuid_memo = setmetatable({}, {__index = function(t, k)
+  local v = unpack_uuid_once(k) or false
+  rawset(t, k, v)
+  return v
+end})
+
+local function unpack_uuid(v)
+  return uuid_memo[v] or nil
+end
+
+local function iso_seconds(secs)
+  local days = math.floor(secs / 86400)
+  local rem = secs - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d', y, m, d, math.floor(rem / 3600),
+                       math.floor(rem / 60) % 60, rem % 60)
+end
+
+local seconds_memo = setmetatable({}, {__index = function(t, k)
+  local v = iso_seconds(k)
+  rawset(t, k, v)
+  return v
+end})
+
+local function iso_us(us)
+  -- Epoch microseconds as Python's datetime.isoformat() writes a UTC time (model.times.us_isoformat).
+  local secs = math.floor(us / 1000000)
+  local frac = us - secs * 1000000
+  if frac > 0 then return string.format('%s.%06d+00:00', seconds_memo[secs], frac) end
+  return seconds_memo[secs] .. '+00:00'
+end
+
+local function round_trips(meta)
+  -- cjson reads and writes numbers with 14 significant digits, floats without their '.0', and
+  -- an empty array as an object: an extras object holding any of these goes to the generic path.
+  -- Strings are blanked first, so that their text never counts.
+  local bare = string.gsub(string.gsub(meta, '\\.', ''), '"[^"]*"', '""')
+  local extras = string.match(bare, '{.*')
+  if not extras then return true end
+  return not (string.find(extras, '[%.eE]%d') or string.find(extras, '%d[%.eE]') or
+              string.find(extras, '[]', 1, true) or string.find(extras, '%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d'))
+end
+
+local function plain_body(body)
+  -- What the worker's JSON decoder accepts as Celery's [args, kwargs, embed] (ASCII: Kombu's JSON
+  -- escapes the rest, and a body with other bytes is left to Python's decoder).
+  if string.find(body, '[\128-\255]') then return false end
+  local ok, data = pcall(cjson.decode, body)
+  if not ok or type(data) ~= 'table' or data[3] == nil or data[4] ~= nil then return false end
+  local args, kwargs = data[1], data[2]
+  if type(args) ~= 'table' or type(kwargs) ~= 'table' then return false end
+  if next(args) ~= nil and args[1] == nil then return false end  -- a mapping where a list belongs
+  if kwargs[1] ~= nil then return false end  -- a list where a mapping belongs
+  return true
+end
+
+local function checked_headers(h, task_id)
+  -- The worker's checks (celery/messages.py _malformed_header), and what the generic path changes.
+  if type(h.task) ~= 'string' or h.task == '' then return false end
+  if type(h.id) ~= 'string' then return false end
+  local retries = h.retries
+  if type(retries) ~= 'number' or retries < 0 or retries ~= math.floor(retries) then return false end
+  if h.eta ~= NULL and type(h.eta) ~= 'string' then return false end
+  if h.expires ~= NULL then return false end  -- the TTL left until it is computed in Python
+  if h.compression ~= nil and h.compression ~= NULL then return false end
+  local limits = h.timelimit
+  if type(limits) ~= 'table' or #limits ~= 2 then return false end
+  if h.eta ~= NULL and h.eta ~= '' then
+    h.zset_eta = h.eta
+    h.eta = NULL
+  end
+  return true
+end
+
+local function new_envelopes(routes, tag, shared_key)
+  local accept = {}
+  for _, ct in ipairs(routes.accept) do accept[ct] = true end
+  local steps, queues, exchanges = routes.steps, routes.queues, routes.exchanges
+  local bindings = {}  -- exchange -> its binding rows, read once per call
+  local serial = 0
+  local base64, base64_embedded = new_base64()
+  local json_ok = accept['application/json']
+  local mode_text = tostring(routes.mode)
+
+  local function rows(name, x)
+    local found = bindings[name]
+    if found then return found end
+    found = {}
+    local permanent = {}
+    if x.permanent then
+      for _, member in ipairs(redis.call('SMEMBERS', KEYS[x.permanent])) do permanent[member] = true end
+    end
+    for _, member in ipairs(redis.call('SMEMBERS', KEYS[x.key])) do
+      local a = string.find(member, x.sep, 1, true)
+      local b = a and string.find(member, x.sep, a + #x.sep, true)
+      if b then
+        -- A binding Kombu refreshes and expires (a queue with x-expires) can change under us.
+        local changing = x.permanent and not permanent[member]
+        found[#found + 1] = {string.sub(member, 1, a - 1), string.sub(member, a + #x.sep, b - 1),
+                             string.sub(member, b + #x.sep), changing}
+      end
+    end
+    bindings[name] = found
+    return found
+  end
+
+  local function topic_match(rkey, pattern, routing_key)
+    -- Kombu's pattern for a key of plain words, '*' and '#', checked against the binding's own
+    -- (another form, from another Kombu, is Python's); then the same match as a Lua pattern.
+    local py, lua = {}, {}
+    for word in string.gmatch(rkey .. '.', '([^.]*)%.') do
+      if word == '*' then py[#py + 1] = '[^\\.]+'; lua[#lua + 1] = '[^%.]+'
+      elseif word == '#' then py[#py + 1] = '.*?'; lua[#lua + 1] = '.-'
+      elseif string.find(word, '^[%w_]*$') then py[#py + 1] = word; lua[#lua + 1] = word
+      else return nil end
+    end
+    if '^' .. table.concat(py, '\\.') .. '$' ~= pattern then return nil end
+    return string.find(routing_key, '^' .. table.concat(lua, '%.') .. '$') ~= nil
+  end
+
+  local function targets(exchange, routing_key)
+    if exchange == '' then
+      if routing_key == '' then return nil end
+      return {routing_key}
+    end
+    local x = exchanges[exchange]
+    if not x then return nil end
+    local out, seen = {}, {}
+    for _, row in ipairs(rows(exchange, x)) do
+      local hit
+      if x.type == 'direct' then
+        hit = row[1] == routing_key
+      elseif x.type == 'topic' then
+        if string.find(routing_key, '[\n\r]') then return nil end
+        hit = topic_match(row[1], row[2], routing_key)
+        if hit == nil then return nil end
+      else
+        return nil
+      end
+      if hit then
+        if row[4] then return nil end
+        if not seen[row[3]] then seen[row[3]] = true; out[#out + 1] = row[3] end
+      end
+    end
+    if #out == 0 then return nil end  -- Kombu drops it or picks a dead-letter queue: Python's call
+    return out
+  end
+
+  local function quoted(text)
+    if string.find(text, '[%c"\\]') then return cjson.encode(text) end
+    return '"' .. text .. '"'
+  end
+
+  local step0 = 1  -- the list of priority 0
+  for n = 1, #steps do if steps[n] <= 0 then step0 = n end end
+  local quoted_uuids = setmetatable({}, {__index = function(t, k)
+    local v = uuid_memo[k]
+    v = v and ('"' .. v .. '"') or false
+    rawset(t, k, v)
+    return v
+  end})
+
+  local function lane(task_id, raw, start)
+    -- The common entry (no extras: Celery's default headers and properties, the default
+    -- exchange), written as text: its JSON strings are copied as they are stored, so nothing is
+    -- decoded and encoded again. Returns nil when the entry is not of this form.
+    local task, origin, reply_to, mode, rk, args, kwargs, eta, body_at = string.match(raw,
+      '^%[4,("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),("[^"]*"),("[^"]*"),?(%d*)%]\n()', start)
+    if not task then
+      task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
+        '^%[("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),?(%d*)%]\n()', start)
+    end
+    if not task or not json_ok or task == '""' or rk == '""' then return nil end
+    local escape = string.find(raw, '\\', start, true)
+    if escape and escape < body_at then return nil end  -- an escaped quote would have misled the match
+    local lists = queues[string.sub(rk, 2, -2)]
+    if not lists then return nil end
+    if string.byte(reply_to, 2) == 126 then  -- '~': a packed UUID
+      reply_to = quoted_uuids[string.sub(reply_to, 2, -2)]
+      if not reply_to then return nil end
+    end
+    if mode == '0' then mode = mode_text end
+    if string.find(raw, '[\128-\255]', body_at) then return nil end
+    local stored = string.sub(raw, body_at)
+    local ok, data = pcall(cjson.decode, stored .. ']')
+    if not ok or type(data) ~= 'table' or data[3] ~= nil then return nil end
+    local a, k = data[1], data[2]
+    if type(a) ~= 'table' or type(k) ~= 'table' or (next(a) ~= nil and a[1] == nil) or k[1] ~= nil then
+      return nil
+    end
+    local zset_eta = ''
+    if eta ~= '' then zset_eta = ',"zset_eta":"' .. iso_us(tonumber(eta)) .. '"' end
+    local id = quoted(task_id)
+    serial = serial + 1
+    return '{"body":"' .. base64_embedded(stored) ..
+      '","content-encoding":"utf-8","content-type":"application/json","headers":{"lang":"py","task":' ..
+      task .. ',"id":' .. id .. ',"shadow":null,"eta":null,"expires":null,"group":null,"group_index":null,' ..
+      '"retries":0,"timelimit":[null,null],"root_id":' .. id .. ',"parent_id":null,"argsrepr":' .. args ..
+      ',"kwargsrepr":' .. kwargs .. ',"origin":' .. origin .. ',"ignore_result":false,' ..
+      '"replaced_task_nesting":0,"stamped_headers":null,"stamps":{}' .. zset_eta ..
+      '},"properties":{"correlation_id":' .. id .. ',"reply_to":' .. reply_to .. ',"delivery_mode":' .. mode ..
+      ',"priority":0,"body_encoding":"base64","delivery_tag":"' .. tag .. string.format('%012x', serial) ..
+      '","delivery_info":{"exchange":"","routing_key":' .. rk .. '}}}', lists[step0]
+  end
+
+  local prefixes = {}  -- shared prefix id -> its bytes (false: the shard does not have it), per call
+
+  local function build(task_id, value)
+    local start = (string.byte(value, 1) == 1 and #value >= 11) and 12 or 1
+    if string.byte(value, start) == 2 then
+      local sid = string.sub(value, start + 1, start + 8)
+      local prefix = prefixes[sid]
+      if prefix == nil then
+        prefix = redis.call('HGET', shared_key, sid) or false
+        prefixes[sid] = prefix
+      end
+      if not prefix then return nil end  -- the generic path dead-letters it
+      value = prefix .. string.sub(value, start + 9)
+      start = 1
+    end
+    local fast_text, fast_key = lane(task_id, value, start)
+    if fast_text then return fast_text, fast_key end
+    local raw = value
+    if start == 12 then raw = string.sub(raw, 12) end
+    local nl = string.find(raw, '\n', 1, true)
+    if not nl then return nil end
+    local meta_text = string.sub(raw, 1, nl - 1)
+    if string.find(meta_text, '\\u[dD][89abAB]') then return nil end  -- surrogates: Python's
+    local ok, meta = pcall(cjson.decode, meta_text)
+    if not ok or type(meta) ~= 'table' then return nil end
+    if meta[1] == 4 then  -- layout 4: put its slots in layout 2's order
+      if #meta < 8 or #meta > 10 then return nil end
+      meta = {meta[2], meta[7], meta[8], meta[3], meta[4], meta[5], meta[6], meta[9], meta[10]}
+    end
+    if #meta < 7 or #meta > 9 then return nil end
+    local eta_us, extras = nil, {}
+    local rest = 8
+    if type(meta[rest]) == 'number' then eta_us = meta[rest]; rest = rest + 1 end
+    if meta[rest] ~= nil then
+      extras = meta[rest]
+      if type(extras) ~= 'table' or meta[rest + 1] ~= nil then return nil end
+      for k in pairs(extras) do if not EXTRAS[k] then return nil end end
+      if not round_trips(meta_text) then return nil end
+    end
+    local absent = {}
+    for _, k in ipairs(extras.a or {}) do absent[k] = true end
+    local h = extras.h or {}
+    if type(h) ~= 'table' then return nil end
+    for n, k in ipairs(HEADER_SLOTS) do
+      if not absent[k] then h[k] = meta[n] end
+    end
+    local missing = {}
+    for _, k in ipairs(extras.m or {}) do missing[k] = true end
+    for _, d in ipairs(DEFAULTS) do
+      local k, v = d[1], d[2]
+      if h[k] == nil and not missing[k] then
+        if v == 'TIMELIMIT' then v = {NULL, NULL} elseif v == 'STAMPS' then v = {} end
+        h[k] = v
+      end
+    end
+    if eta_us then h.eta = iso_us(eta_us) end
+    if not extras.i then h.id = task_id end
+    if not extras.r then h.root_id = task_id end
+    if not checked_headers(h, task_id) then return nil end
+
+    local content_type = extras.ct or 'application/json'
+    local content_encoding = extras.ce or 'utf-8'
+    if content_type ~= 'application/json' or not accept[content_type] or content_encoding ~= 'utf-8' then
+      return nil
+    end
+    local body = string.sub(raw, nl + 1)
+    if not extras.ne then body = body .. EMBED end
+    if not plain_body(body) then return nil end
+
+    local p = extras.p or {}
+    if type(p) ~= 'table' then return nil end
+    for k in pairs(p) do if not PROPERTIES[k] then return nil end end
+    if not absent.reply_to then
+      local reply_to = meta[5]
+      if type(reply_to) == 'string' and string.sub(reply_to, 1, 1) == '~' then
+        reply_to = unpack_uuid(reply_to)
+        if not reply_to then return nil end
+      end
+      p.reply_to = reply_to
+    end
+    if not absent.delivery_mode then p.delivery_mode = meta[6] end
+    if not extras.c then p.correlation_id = task_id end
+    -- As Producer.publish: a delivery mode falls back to the producer's exchange's (2, persistent).
+    local mode = p.delivery_mode
+    if mode == nil or mode == NULL or mode == 0 or mode == false then
+      mode = routes.mode
+    elseif type(mode) ~= 'number' then
+      return nil
+    end
+    p.delivery_mode = mode
+    local priority = p.priority
+    if priority == nil or priority == NULL or priority == 0 or priority == false then
+      priority = 0
+    elseif type(priority) ~= 'number' then
+      return nil
+    end
+    p.priority = priority
+    local exchange = extras.x or ''
+    local routing_key = meta[7]
+    if type(routing_key) ~= 'string' or type(exchange) ~= 'string' then return nil end
+    local names = targets(exchange, routing_key)
+    if not names then return nil end
+    -- Kombu's _get_message_priority and _q_for_pri: clamp to 0..9, then the step at or below it.
+    local level = math.max(math.min(priority, 9), 0)
+    local step = 1
+    for n = 1, #steps do if steps[n] <= level then step = n end end
+    local keys = {}
+    for n, name in ipairs(names) do
+      local lists = queues[name]
+      if not lists then return nil end
+      keys[n] = lists[step]
+    end
+    serial = serial + 1
+    p.body_encoding = 'base64'
+    p.delivery_tag = tag .. string.format('%012x', serial)
+    p.delivery_info = {exchange = exchange, routing_key = routing_key}
+    local envelope = {body = base64(body), ['content-encoding'] = content_encoding,
+                      ['content-type'] = content_type, headers = h, properties = p}
+    local encoded, text = pcall(cjson.encode, envelope)
+    if not encoded then return nil end
+    return text, keys
+  end
+
+  return {build = build}
+end
