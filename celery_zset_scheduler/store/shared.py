@@ -14,9 +14,8 @@ flushed database) gets it back with the next entry that needs it. The first time
 an id in a shard it checks the stored prefix is its own: a different one (a digest collision,
 about 2^-64 per pair) makes that prefix be written inline instead, as a value of its own.
 
-Prefixes are never deleted with entries: one per producer process, task and queue in each shard
-it writes to (~150 bytes each, Redis overhead included); ``celery zset gc-shared`` removes the ones
-no entry refers to.
+Prefixes are not deleted with entries: one per producer process, task and queue in each shard it
+writes to (~150 bytes each, Redis overhead included). Nothing collects unused ones yet.
 """
 
 from __future__ import annotations
