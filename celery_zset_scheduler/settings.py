@@ -183,7 +183,8 @@ class Settings:
     prefix: str = _opt("zset", _prefix, "Key prefix; shard `s` lives under the hash tag `{prefix:s}`.")
     shards: int = _opt(
         8, _int(1, 16384),
-        "Number of shards. Fixed when the store is first used: a client with another count refuses to start.",
+        "Number of shards, recorded when the store is first used: a client started with another count "
+        "refuses to start. Change it with `celery zset reshard --to N`.",
     )
     min_countdown: float = _opt(
         0.0, _seconds(0.0),

@@ -147,9 +147,12 @@ def check_shards(store: Store) -> Check:
     prefix = store.keys.prefix
     if recorded.shards is None:
         return Check("shards", "ok", f"store {prefix!r} not created yet: first use records {store.shards} shards")
-    found = meta.problem(store.keys, recorded)
+    found = meta.problem(store.keys, recorded, store.configured)
     if found:
         return Check("shards", "fail", f"{found}; until then clients and dispatchers refuse to start")
+    if recorded.moving_to is not None:
+        return Check("shards", "warn", f"store {prefix!r} is being resharded from {recorded.shards} to "
+                     f"{recorded.moving_to} shards (`celery zset reshard --to {recorded.moving_to}` resumes it)")
     return Check("shards", "ok", f"store {prefix!r}: {store.shards} shards, format {FORMAT_VERSION}")
 
 

@@ -193,6 +193,15 @@ class Dispatcher:
 
     def _beat(self) -> None:
         self.handoff.settle()
+        # Follow a reshard: its new shards get leaders within a heartbeat, the fair share is dealt
+        # over both layouts' shards while it runs and over the new count once it has ended.
+        try:
+            self.store.refresh_layout()
+        except REDIS_ERRORS as exc:
+            # The meta hash's node down (a cluster) must not stop the shards that are up: the
+            # layout is read again at the next heartbeat, and a write routed with an old count
+            # is refused by its shard's layout key meanwhile.
+            log_event(logging.DEBUG, "layout.unread", dispatcher=self.member_id, error=describe(exc))
         changes = self.leadership.beat()
         for shard in changes.acquired:
             self._next_due[shard] = 0.0  # claim at once: we do not know its next due time yet

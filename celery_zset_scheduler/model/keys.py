@@ -69,6 +69,12 @@ class ShardKeys:
     periodic_next: str  # ZSET name -> when the leader must look at it next (ms): its next fire time
     periodic_run: str  # HASH name -> "<occurrence id>|<stored ms>[|b]": the occurrence overlap waits for
     periodic_wake: str  # STRING the leader's planned periodic look (ms); an earlier change publishes "p<shard>"
+    # Resharding (model.reshard): the layout this shard accepts writes under, and the move's bookkeeping:
+    layout: str  # STRING the shard count writes must be routed with (absent: never resharded)
+    moving: str  # ZSET id -> due ms: entries taken out of `due` to move to another shard
+    moving_msg: str  # HASH id -> the stored value of a moving entry
+    moving_periodic: str  # HASH name -> a moving periodic entry (packed by the take script)
+    moved_in: str  # HASH id (or "p:" name) -> digest of what a move put here (a re-run puts nothing twice)
 
     def leader_info(self, token: str) -> str:
         """The record of the leader holding ``token``; keyed by token so a deposed leader
@@ -82,6 +88,13 @@ class KeySpace:
 
     prefix: str
     shards: int
+    #: How many shards may hold entries when more than ``shards`` (a shrinking move under way).
+    extent: int = 0
+
+    @property
+    def span(self) -> int:
+        """How many shards may hold entries (``shards`` routes writes; a move can leave more)."""
+        return max(self.shards, self.extent)
 
     @property
     def meta(self) -> str:
@@ -118,6 +131,11 @@ class KeySpace:
         return f"{{{self.prefix}:dlq}}:data"
 
     @property
+    def reshard_lock(self) -> str:
+        """STRING the token of the process running a reshard (PX lease): one at a time."""
+        return f"{{{self.prefix}:reshard}}:lock"
+
+    @property
     def periodic_config(self) -> str:
         """HASH name -> fingerprint of the entries that came from ``beat_schedule`` (the last sync)."""
         return f"{{{self.prefix}:periodic}}:config"
@@ -133,7 +151,7 @@ class KeySpace:
 
     @cached_property
     def _shards(self) -> tuple[ShardKeys, ...]:
-        return tuple(self._make(s) for s in range(self.shards))
+        return tuple(self._make(s) for s in range(self.span))
 
     def _make(self, shard: int) -> ShardKeys:
         tag = f"{{{self.prefix}:{shard}}}"
@@ -159,10 +177,19 @@ class KeySpace:
             periodic_next=f"{tag}:p:next",
             periodic_run=f"{tag}:p:run",
             periodic_wake=f"{tag}:p:wake",
+            layout=f"{tag}:layout",
+            moving=f"{tag}:mv",
+            moving_msg=f"{tag}:mv:msg",
+            moving_periodic=f"{tag}:mv:p",
+            moved_in=f"{tag}:mv:in",
         )
 
     def shard(self, shard: int) -> ShardKeys:
-        return self._shards[shard]
+        if 0 <= shard < len(self._shards):
+            return self._shards[shard]
+        # A shard beyond the count: a process that followed a reshard to fewer shards still
+        # releases the leases it held there.
+        return self._make(shard)
 
     def imported(self, shard: int) -> str:
         """HASH id -> due ms of every id ``celery zset import-eta`` moved into the shard (expires)."""

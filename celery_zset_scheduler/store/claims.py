@@ -121,8 +121,12 @@ class Claims:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.keys = store.keys
         self.scripts = store.scripts
+
+    @property
+    def keys(self) -> KeySpace:
+        """The store's keys now (they change when the store follows a reshard)."""
+        return self.store.keys
 
     def claim_many(self, fences: Sequence[Fence], limit: int, lease_ms: int, max_wait_ms: int = 5000,
                    wake_ttl_ms: int = 15000, ack: Sequence[Claimed] = ()) -> ClaimPass:

@@ -73,11 +73,13 @@ class ClusterScripts(Scripts):
                 break
             if pause:
                 time.sleep(pause)
-            groups: dict[str, tuple[Any, list[int]]] = {}
+            groups: dict[tuple[str, bool], tuple[Any, list[int]]] = {}
             for i in todo:
-                node = asks.pop(i, None) or self.node_of(calls[i].keys[0])
+                asked = asks.pop(i, None)
+                node = asked or self.node_of(calls[i].keys[0])
                 sent_to[i] = node.name
-                groups.setdefault(node.name, (node, []))[1].append(i)
+                # An ASK redirection is for that call alone: ASKING goes before it, on its own group.
+                groups.setdefault((node.name, asked is not None), (node, []))[1].append(i)
             replies = self._round(calls, groups, durable, waits)
             todo, refresh, unsent, pause = [], False, [], 0.0
             for i, reply in replies.items():
@@ -122,21 +124,20 @@ class ClusterScripts(Scripts):
 
             make: Any = ClusterNode
             node = make(exc.host, exc.port)
-        node.asking = True  # read in _round: ASKING before the call
         return node
 
     def _refresh(self) -> None:
         with contextlib.suppress(redis.RedisError):  # no node answered: the next pass tries again
             self.client.nodes_manager.initialize()
 
-    def _round(self, calls: Sequence[Call[Any]], groups: dict[str, tuple[Any, list[int]]],
+    def _round(self, calls: Sequence[Call[Any]], groups: dict[tuple[str, bool], tuple[Any, list[int]]],
                durable: bool, waits: list[Any]) -> dict[int, Any]:
         """Write every node's group, then read every reply: one round trip for all nodes."""
         replies: dict[int, Any] = {}
         # Per node: its pool, the connection, and what each reply is (a call's index; -1 for
         # ASKING's OK, -2 for WAIT's count).
         sent: list[tuple[Any, Any, list[int]]] = []
-        for node, indexes in groups.values():
+        for (_, asking), (node, indexes) in groups.items():
             pool = self.client.get_redis_connection(node).connection_pool
             try:
                 conn = pool.get_connection()
@@ -144,7 +145,6 @@ class ClusterScripts(Scripts):
                 for i in indexes:
                     replies[i] = _Unsent(exc)
                 continue
-            asking = bool(getattr(node, "asking", False))
             commands: list[tuple[Any, ...]] = []
             plan: list[int] = []
             for i in indexes:
@@ -194,6 +194,7 @@ class ClusterScripts(Scripts):
                 waits.append(wait_reply)
         for pool, names in missing.values():
             loader = redis.Redis(connection_pool=pool)
-            for name in names:
-                loader.script_load(self._sources[name].text)
+            with contextlib.suppress(redis.RedisError):  # its node just went down: NOSCRIPT stays the reply
+                for name in names:
+                    loader.script_load(self._sources[name].text)
         return replies

@@ -2,6 +2,8 @@
 
 A client configured with another shard count would hash ids to other shards and never find (or
 dispatch) what the others stored, so every client refuses such a store with the same message.
+The count changes only through a reshard (``ops.reshard``): while one is under way the meta hash
+also names the count being moved to, and clients configured with either count follow the move.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ from typing import Any
 
 from ..errors import ShardCountMismatch
 from ..model.keys import FORMAT_VERSION, UPGRADES_FROM, KeySpace
+from ..model.reshard import Layout
 from .scripts import Call, ScriptDef, Scripts
 
 META = ScriptDef("meta", ("meta",))
+RESHARD_BEGIN = ScriptDef("reshard_begin", ("meta",))
+RESHARD_FINISH = ScriptDef("reshard_finish", ("meta",))
+
+FIELDS = ("shards", "version", "moving_to", "resharded_from")
 
 
 @dataclass(frozen=True)
@@ -22,11 +29,26 @@ class Recorded:
 
     shards: int | None
     version: int | None
+    moving_to: int | None = None  # a reshard under way, to this count
+    resharded_from: int | None = None  # the count before the last reshard
+
+    @property
+    def layout(self) -> Layout | None:
+        return None if self.shards is None else Layout(self.shards, self.moving_to)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None or value is False else int(value)
 
 
 def _recorded(reply: Any) -> Recorded:
-    shards, version = reply
-    return Recorded(None if shards is None else int(shards), None if version is None else int(version))
+    values = [_int(v) for v in reply] + [None] * (len(FIELDS) - len(reply))
+    return Recorded(*values[: len(FIELDS)])
+
+
+def _layout(reply: Any) -> Layout | None:
+    shards, moving_to = reply
+    return None if shards is None or shards is False else Layout(int(shards), _int(moving_to))
 
 
 def record_call(keys: KeySpace) -> Call[Recorded]:
@@ -35,19 +57,39 @@ def record_call(keys: KeySpace) -> Call[Recorded]:
     return META.call(keys, [keys.shards, FORMAT_VERSION, *UPGRADES_FROM], _recorded)
 
 
+def begin_call(keys: KeySpace, current: int, to: int) -> Call[Layout | None]:
+    """Begin the move from ``current`` to ``to`` shards (or find it under way); the layout after it."""
+    return RESHARD_BEGIN.call(keys, [current, to], _layout)
+
+
+def finish_call(keys: KeySpace, current: int, to: int) -> Call[Layout | None]:
+    """Record ``to`` as the shard count, ending the move from ``current``; the layout after it."""
+    return RESHARD_FINISH.call(keys, [current, to], _layout)
+
+
 def read(client: Any, keys: KeySpace) -> Recorded:
     """What is recorded, without writing anything."""
-    return _recorded(client.hmget(keys.meta, ["shards", "version"]))
+    return _recorded(client.hmget(keys.meta, list(FIELDS)))
 
 
-def problem(keys: KeySpace, recorded: Recorded) -> str | None:
-    """Why a client with ``keys.shards`` shards must not use this store, or None."""
-    if recorded.shards is not None and recorded.shards != keys.shards:
+def problem(keys: KeySpace, recorded: Recorded, configured: int | None = None) -> str | None:
+    """Why a client configured with ``configured`` shards (default ``keys.shards``) must not use
+    this store, or None."""
+    count = keys.shards if configured is None else configured
+    layout = recorded.layout
+    if layout is not None and not layout.accepts(count):
+        if layout.moving_to is not None:
+            return (
+                f"the store at prefix {keys.prefix!r} is being resharded from {layout.shards} to "
+                f"{layout.moving_to} shards but this client is configured with zset_scheduler_shards={count}; "
+                f"set it to {layout.moving_to} and restart"
+            )
+        was = (f" (it was resharded from {recorded.resharded_from})"
+               if recorded.resharded_from is not None else "")
         return (
-            f"the store at prefix {keys.prefix!r} has {recorded.shards} shards but this client is "
-            f"configured with zset_scheduler_shards={keys.shards}; set it to {recorded.shards} "
-            "(changing the count of an existing store is not supported: use a new "
-            "zset_scheduler_prefix and let the old one drain)"
+            f"the store at prefix {keys.prefix!r} has {layout.shards} shards{was} but this client is "
+            f"configured with zset_scheduler_shards={count}; set zset_scheduler_shards={layout.shards} "
+            f"and restart (the count of an existing store changes only with `celery zset reshard --to N`)"
         )
     if recorded.version is not None and recorded.version not in (FORMAT_VERSION, *UPGRADES_FROM):
         return (
@@ -57,11 +99,13 @@ def problem(keys: KeySpace, recorded: Recorded) -> str | None:
     return None
 
 
-def ensure(scripts: Scripts, keys: KeySpace) -> None:
+def ensure(scripts: Scripts, keys: KeySpace, configured: int | None = None) -> Recorded:
     """Record the shard count on first use; raise :class:`ShardCountMismatch` on a mismatch."""
-    found = problem(keys, scripts.run(record_call(keys)))
+    recorded = scripts.run(record_call(keys))
+    found = problem(keys, recorded, configured)
     if found:
         raise ShardCountMismatch(found)
+    return recorded
 
 
 def verify(client: Any, keys: KeySpace) -> None:

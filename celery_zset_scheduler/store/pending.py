@@ -8,20 +8,29 @@ The dispatcher's side (claim, ack, release, reap) is in :mod:`.claims`.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import ShardCountMismatch
 from ..model.keys import KeySpace, check_storable, storable
+from ..model.logs import log_event
+from ..model.reshard import shard_for
 from . import meta
 from .client import is_cluster
-from .schedule import NewEntry, ScheduleResult, schedule_call
+from .reshard import holder_call
+from .schedule import NewEntry, ScheduleResult, layout_refused, schedule_call
 from .scripts import Call, ScriptDef, Scripts, as_bool, scripts_for
 from .shared import Shared
 from .stream import ScheduleStream
 from .values import payload as stored_payload
+
+# Routing again after a refusal by the shard's layout: a reshard begins or ends once, so a second
+# refusal in a row would be a bug or a store being resharded back and forth.
+LAYOUT_TRIES = 3
 
 # Entries per schedule script call: big enough to amortize the round trip, small enough that
 # one call never blocks Redis for long (about a millisecond).
@@ -109,13 +118,20 @@ def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_
 # -- the store ----------------------------------------------------------------------------------
 
 class Store:
-    """One client's view of the store at ``prefix`` with ``shards`` shards."""
+    """One client's view of the store at ``prefix`` with ``shards`` shards.
+
+    A client follows a reshard it finds under way or sees happen while it runs (``keys`` routes
+    with the new count from the moment a move begins and spans both layouts' shards until it
+    ends); a client *started* with a count the store does not have refuses (:meth:`check_meta`).
+    """
 
     def __init__(self, client: Any, keys: KeySpace, wait: tuple[int, int] | None = None) -> None:
         self.client = client
         self.keys = keys
+        self.configured = keys.shards  # the zset_scheduler_shards this client was started with
+        self.moving_from: int | None = None  # the count a reshard under way moves from
         self.scripts: Scripts = scripts_for(client, wait)
-        self.shared = Shared(client, keys)
+        self.shared = Shared(client, lambda: self.keys)  # the keys change with a reshard
         self._meta_checked = False
         self._meta_lock = threading.Lock()
 
@@ -126,7 +142,8 @@ class Store:
 
     @property
     def shards(self) -> int:
-        return self.keys.shards
+        """How many shards may hold entries (both layouts' while a reshard is under way)."""
+        return self.keys.span
 
     def check_meta(self) -> None:
         """Record the shard count on first use; refuse a store created with another one."""
@@ -134,8 +151,43 @@ class Store:
             return
         with self._meta_lock:
             if not self._meta_checked:
-                meta.ensure(self.scripts, self.keys)
+                self._follow(meta.ensure(self.scripts, self.keys, self.configured))
                 self._meta_checked = True
+
+    def verify_meta(self) -> None:
+        """Like :meth:`check_meta`, reading only (for tools that must not create a store)."""
+        recorded = meta.read(self.client, self.keys)
+        found = meta.problem(self.keys, recorded, self.configured)
+        if found:
+            raise ShardCountMismatch(found)
+        self._follow(recorded)
+
+    def refresh_layout(self) -> None:
+        """Read the store's layout again and follow a reshard begun or ended since (a running
+        client keeps working through a reshard; a new one must be started with the new count)."""
+        recorded = meta.read(self.client, self.keys)
+        if recorded.layout is None:
+            return
+        known = {self.keys.shards, self.configured}
+        if recorded.layout.moving_to is None and recorded.shards not in known \
+                and recorded.resharded_from not in known:
+            raise ShardCountMismatch(meta.problem(self.keys, recorded, self.configured) or "")
+        self._follow(recorded)
+        self._meta_checked = True
+
+    def _follow(self, recorded: meta.Recorded) -> None:
+        layout = recorded.layout
+        if layout is None:
+            return
+        keys = KeySpace(self.keys.prefix, layout.routing, layout.span if layout.span > layout.routing else 0)
+        if keys != self.keys:
+            log_event(logging.WARNING if layout.routing != self.configured else logging.INFO,
+                      "store.layout", prefix=self.keys.prefix, shards=layout.shards,
+                      moving_to=layout.moving_to, configured=self.configured,
+                      hint=("set zset_scheduler_shards=" + str(layout.routing) + " before the next start")
+                      if layout.routing != self.configured else "")
+            self.keys = keys
+        self.moving_from = layout.shards if layout.moving else None
 
     # -- scheduling -----------------------------------------------------------------------------
 
@@ -149,20 +201,51 @@ class Store:
         """
         _check_entry(task_id, idempotency_key)
         self.check_meta()
-        shard = self.keys.shard_of(idempotency_key or task_id)
-        value, write = self.shared.compact(shard, payload)
-        entry = NewEntry(task_id, due_ms, value, idempotency_key)
-        before = () if write is None else (("HSETNX", *write),)
-        return self.scripts.run(schedule_call(self.keys, shard, [entry], replace), durable=True, before=before)[0]
+        entry = NewEntry(task_id, due_ms, payload, idempotency_key)
+        for _ in range(LAYOUT_TRIES):
+            keys = self.keys
+            shard = keys.shard_of(idempotency_key or task_id)
+            held = self._held_in_old_shards([entry], replace)
+            if held:
+                return ScheduleResult("duplicate_key", held[0])
+            value, write = self.shared.compact(shard, payload)
+            compacted = NewEntry(task_id, due_ms, value, idempotency_key)
+            before = () if write is None else (("HSETNX", *write),)
+            try:
+                return self.scripts.run(schedule_call(keys, shard, [compacted], replace), durable=True,
+                                        before=before)[0]
+            except Exception as exc:
+                if not layout_refused(exc):
+                    raise
+                self.refresh_layout()
+        raise ShardCountMismatch(f"the store at prefix {self.keys.prefix!r} keeps changing its shard count")
 
     def schedule_many(self, entries: Sequence[NewEntry], *, replace: bool = False) -> list[ScheduleResult]:
         """Schedule many entries in one pipelined round trip; results are in the input order."""
         for entry in entries:
             _check_entry(entry.task_id, entry.idempotency_key)
         self.check_meta()
+        results: list[ScheduleResult | None] = [None] * len(entries)
+        todo = list(range(len(entries)))
+        for _ in range(LAYOUT_TRIES):
+            todo = self._schedule_chunks(entries, todo, replace, results)
+            if not todo:
+                return [r for r in results if r is not None]
+            self.refresh_layout()  # chunks refused by a shard's layout are routed again
+        raise ShardCountMismatch(f"the store at prefix {self.keys.prefix!r} keeps changing its shard count")
+
+    def _schedule_chunks(self, entries: Sequence[NewEntry], todo: list[int], replace: bool,
+                         results: list[ScheduleResult | None]) -> list[int]:
+        """Schedule ``entries[i]`` for each ``i`` of ``todo``; the ones refused by a shard's layout."""
+        keys = self.keys
+        held = self._held_in_old_shards([entries[i] for i in todo], replace)
+        for position, holder in held.items():
+            results[todo[position]] = ScheduleResult("duplicate_key", holder)
+        todo = [i for n, i in enumerate(todo) if n not in held]
         by_shard: dict[int, list[int]] = defaultdict(list)
-        for index, entry in enumerate(entries):
-            by_shard[self.keys.shard_of(entry.idempotency_key or entry.task_id)].append(index)
+        for index in todo:
+            entry = entries[index]
+            by_shard[keys.shard_of(entry.idempotency_key or entry.task_id)].append(index)
         chunks: list[list[int]] = []
         calls: list[Call[list[ScheduleResult]]] = []
         writes: dict[tuple[str, bytes], bytes] = {}
@@ -175,22 +258,60 @@ class Store:
                 compacted.append(NewEntry(entries[i].task_id, entries[i].due_ms, value, entries[i].idempotency_key))
             for start in range(0, len(indexes), CHUNK):
                 chunks.append(indexes[start:start + CHUNK])
-                calls.append(schedule_call(self.keys, shard, compacted[start:start + CHUNK], replace))
+                calls.append(schedule_call(keys, shard, compacted[start:start + CHUNK], replace))
         before = [("HSETNX", key, sid, prefix) for (key, sid), prefix in writes.items()]
-        results: list[ScheduleResult | None] = [None] * len(entries)
-        for chunk, replies in zip(chunks, self.scripts.run_many(calls, durable=True, before=before), strict=True):
+        refused: list[int] = []
+        failure: Exception | None = None
+        for chunk, replies in zip(chunks, self.scripts.settle(calls, durable=True, before=before), strict=True):
+            if isinstance(replies, Exception):
+                if layout_refused(replies):
+                    refused += chunk
+                elif failure is None:
+                    failure = replies
+                continue
             for i, result in zip(chunk, replies, strict=True):
                 results[i] = result
-        return [r for r in results if r is not None]
+        if failure is not None:
+            raise failure
+        return refused
 
     def add_many(self, entries: Iterable[tuple[str, int, bytes]]) -> int:
         """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
         as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
         self.check_meta()
-        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, shared=self.shared) as stream:
+        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, self._moved, shared=self.shared) as stream:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created
+
+    def _held_in_old_shards(self, entries: Sequence[NewEntry], replace: bool) -> dict[int, str]:
+        """While a reshard moves entries: position -> the pending id holding the entry's
+        idempotency key in the key's old shard, which the schedule script (on the new shard)
+        cannot see. Read before the write: an entry leaves its old shard only once it is in its
+        new one, so a holder not found here is found there."""
+        old, keys = self.moving_from, self.keys
+        if old is None or replace:
+            return {}
+        asked: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        for position, entry in enumerate(entries):
+            key = entry.idempotency_key
+            if key is not None and shard_for(key, old) != keys.shard_of(key):
+                asked[shard_for(key, old)].append((position, key))
+        if not asked:
+            return {}
+        shards = list(asked)
+        replies = self.scripts.run_many([holder_call(keys, s, [k for _, k in asked[s]]) for s in shards])
+        held: dict[int, str] = {}
+        for shard, holders in zip(shards, replies, strict=True):
+            for (position, _), holder in zip(asked[shard], holders, strict=True):
+                if holder is not None:
+                    held[position] = holder
+        return held
+
+    def _moved(self) -> KeySpace:
+        """The keys to route with after the stream was refused by a shard's layout."""
+        self.refresh_layout()
+        return self.keys
 
     def reschedule(self, task_id: str, due_ms: int) -> bool:
         """Move a pending entry to ``due_ms``; False when it is not pending."""

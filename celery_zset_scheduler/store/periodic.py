@@ -189,10 +189,14 @@ class PeriodicStore:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.keys = store.keys
         self.scripts = store.scripts
 
     # -- the leader -----------------------------------------------------------------------------
+
+    @property
+    def keys(self) -> KeySpace:
+        """The store's keys now (they change when the store follows a reshard)."""
+        return self.store.keys
 
     def due_many(self, fences: Sequence[Fence], *, limit: int, max_wait_ms: int, wake_ttl_ms: int,
                  overlap_timeout_ms: int) -> dict[int, DueRead | Exception]:
@@ -261,7 +265,7 @@ class PeriodicStore:
         one bounded ZRANGEBYLEX per shard: O(shards · (log n + limit)))."""
         pipe = self.store.client.pipeline(transaction=False)
         start = "-" if after is None else "(" + after
-        for shard in range(self.keys.shards):
+        for shard in range(self.keys.span):
             pipe.zrangebylex(self.keys.shard(shard).periodic_names, start, "+", start=0, num=limit)
         merged = sorted({n for page in pipe.execute() for n in page})
         return [n.decode() for n in merged[:limit]]
@@ -291,14 +295,14 @@ class PeriodicStore:
 
     def counts(self) -> list[ShardCounts]:
         pipe = self.store.client.pipeline(transaction=False)
-        for shard in range(self.keys.shards):
+        for shard in range(self.keys.span):
             sk = self.keys.shard(shard)
             pipe.zcard(sk.periodic_names)
             pipe.zcard(sk.periodic_next)
             pipe.zrange(sk.periodic_next, 0, 0, withscores=True)
         replies = pipe.execute()
         out = []
-        for shard in range(self.keys.shards):
+        for shard in range(self.keys.span):
             entries, scheduled, first = replies[3 * shard: 3 * shard + 3]
             out.append(ShardCounts(shard, int(entries), int(scheduled), int(first[0][1]) if first else None))
         return out

@@ -65,9 +65,13 @@ class Revokes:
 
     def __init__(self, store: Store, ttl: float, most: int) -> None:
         self.store = store
-        self.keys = store.keys
         self.ttl_ms = max(1, int(ttl * 1000))
         self.per_shard = max(1, math.ceil(most / store.shards))
+
+    @property
+    def keys(self) -> KeySpace:
+        """The store's keys now (they change when the store follows a reshard)."""
+        return self.store.keys
 
     def revoke(self, task_ids: Iterable[str]) -> RevokeOutcome:
         """Cancel pending ids, record the others: the id's own shard first, then (for ids it does
@@ -116,7 +120,7 @@ def load(client: Any, keys: KeySpace) -> Records:
     clock = client.time() if is_cluster(client) else None  # a cluster pipeline takes keyed commands only
     if clock is None:
         pipe.time()
-    for shard in range(keys.shards):
+    for shard in range(keys.span):
         pipe.zrange(keys.shard(shard).revoked, "(0", "+inf", byscore=True, withscores=True)
     replies = pipe.execute()
     now, *per_shard = replies if clock is None else [clock, *replies]

@@ -7,10 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from redis.exceptions import ResponseError
+
 from ..model.keys import KeySpace
 from .scripts import Call, ScriptDef
 
-SCHEDULE = ScriptDef("schedule", ("due", "msg", "wake", "pending_keys", "id_keys"))
+SCHEDULE = ScriptDef("schedule", ("due", "msg", "wake", "pending_keys", "id_keys", "layout"))
+#: How the schedule script refuses a call routed with a shard count its shard no longer takes.
+LAYOUT_REFUSAL = "ZSET_LAYOUT"
 #: Arguments each entry adds after the leading ones: id, due ms, message, idempotency key.
 SCHEDULE_ENTRY_ARGS = 4
 
@@ -40,8 +44,14 @@ def schedule_head(keys: KeySpace, shard: int, replace: bool) -> tuple[tuple[str,
     """The keys and leading arguments of a schedule call (the streamed bulk writer packs the same);
     each entry then adds :data:`SCHEDULE_ENTRY_ARGS` arguments."""
     sk = keys.shard(shard)
-    return tuple(getattr(sk, k) for k in SCHEDULE.keys), (keys.wake_channel, shard, "1" if replace else "0")
+    head = (keys.wake_channel, shard, "1" if replace else "0", keys.shards)
+    return tuple(getattr(sk, k) for k in SCHEDULE.keys), head
 
+
+def layout_refused(error: BaseException) -> bool:
+    """Whether ``error`` is the schedule script's refusal of a call routed with another shard
+    count (the store is being, or has been, resharded): read the layout and route again."""
+    return isinstance(error, ResponseError) and str(error).startswith(LAYOUT_REFUSAL)
 
 
 def schedule_call(keys: KeySpace, shard: int, entries: Sequence[NewEntry], replace: bool) -> Call[list[ScheduleResult]]:

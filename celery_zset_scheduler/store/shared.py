@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..model.codec import shared_length
 from ..model.keys import KeySpace
+from .values import STAMP_BYTES
 
 MARKER = 0x02
 ID_BYTES = 8
@@ -53,15 +54,20 @@ class Shared:
     expanding values read. Thread-safe; the caches are content-addressed, so they stay right
     after a fork and across stores of one client."""
 
-    def __init__(self, client: Any, keys: KeySpace) -> None:
+    def __init__(self, client: Any, keys: KeySpace | Callable[[], KeySpace]) -> None:
         self.client = client
-        self.keys = keys
+        self._keys = keys
         self._ids: dict[bytes, bytes] = {}  # prefix -> id
         self._prefixes: dict[bytes, bytes] = {}  # id -> prefix, for reading
         self._checked: set[tuple[int, bytes]] = set()  # (shard, id) found to hold our prefix
         self._refused: set[bytes] = set()  # ids whose slot holds another prefix somewhere
         self._last = b"\x00"  # the prefix of the last value compacted (bulk: the same for every task)
         self._lock = threading.Lock()
+
+    @property
+    def keys(self) -> KeySpace:
+        """The store's keys now (a store follows a reshard's new shard count)."""
+        return self._keys() if callable(self._keys) else self._keys
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -145,6 +151,27 @@ class Shared:
             self.load(missing)
             out = [None if v is None else (self.expand(v) or v) for v in values]
         return out
+
+    def inline(self, shard: int, value: bytes) -> bytes:
+        """A stored value of ``shard`` (arrival stamp included) with its shared prefix put back:
+        what a move to another shard must carry, since the prefix lives in the old shard."""
+        at = STAMP_BYTES if value[:1] == b"\x01" and len(value) >= STAMP_BYTES else 0
+        if reference(value[at:]) is None:
+            return value
+        return value[:at] + (self.resolve(shard, [value[at:]])[0] or value[at:])
+
+    def prefix_of(self, shard: int, value: bytes) -> tuple[bytes, bytes] | None:
+        """``(id, prefix)`` a stored value of ``shard`` (stamp included) refers to, None for an
+        inline value or a prefix the shard does not have: what a move must write first in the
+        entry's new shard, so the value moves byte for byte."""
+        at = STAMP_BYTES if value[:1] == b"\x01" and len(value) >= STAMP_BYTES else 0
+        sid = reference(value[at:])
+        if sid is None:
+            return None
+        if sid not in self._prefixes:
+            self.load([(shard, value[at:])])
+        prefix = self._prefixes.get(sid)
+        return None if prefix is None else (sid, prefix)
 
     def _remember(self, sid: bytes, prefix: bytes) -> None:
         if len(self._prefixes) >= CACHE_LIMIT:

@@ -14,17 +14,28 @@ Each chunk is preceded by the ``HSETNX`` of the shared prefixes its entries refe
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 import redis
+from redis.exceptions import ResponseError
 
 from ..model.keys import KeySpace
-from .schedule import SCHEDULE_ENTRY_ARGS, schedule_head
+from .schedule import SCHEDULE_ENTRY_ARGS, layout_refused, schedule_head
 from .scripts import sources
 from .shared import Shared
 
 WINDOW = 8  # chunks sent and not yet answered: enough to keep Redis busy, bounded buffers
+
+
+def refused_count(exc: ResponseError) -> int | None:
+    """The shard count a layout refusal names."""
+    words = str(exc).split()
+    return int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+
+
+Raw = list[tuple[str, int, bytes]]
 
 
 def _bulk(value: bytes) -> bytes:
@@ -38,7 +49,8 @@ class _Link:
         self.pool = pool
         self.conn: Any = pool.get_connection()
         self.outstanding = 0
-        self.kinds: deque[bool] = deque()  # per reply not read yet: True for a chunk's, False for an HSETNX's
+        self.sent: deque[Raw] = deque()  # the entries of each unanswered chunk
+        self.prefixes: deque[int] = deque()  # per unanswered chunk: the HSETNX replies before its own
 
 
 class ScheduleStream:
@@ -50,16 +62,20 @@ class ScheduleStream:
     each shard's chunks go to the node serving its slot, one connection per node, each with its
     own window; a slot that moves mid-stream fails the stream (sending it again is safe: stored
     ids are left as they are). With ``scripts.wait`` set, ``close()`` ends with ``WAIT`` on each
-    connection.
+    connection. A chunk refused by its shard's layout (a reshard began) is routed again with the
+    keys ``moved()`` gives, with every entry not yet sent.
     """
 
-    def __init__(self, client: Any, keys: KeySpace, chunk: int, scripts: Any = None, *,
-                 shared: Shared | None = None) -> None:
+    def __init__(self, client: Any, keys: KeySpace, chunk: int, scripts: Any = None,
+                 moved: Callable[[], KeySpace] | None = None, *, shared: Shared | None = None) -> None:
         source = sources()["schedule"]
         self.keys = keys
         self.chunk = chunk
         self.shared = shared
         self._writes: dict[int, dict[bytes, bytes]] = {}  # shard -> shared prefixes its buffer refers to
+        self._moved = moved
+        self._raw: dict[int, Raw] = {}  # the entries of each buffer
+        self._again: Raw = []  # refused by a shard's layout: to route again
         self._client = client
         self._scripts = scripts
         self._wait: tuple[int, int] | None = getattr(scripts, "wait", None)
@@ -91,10 +107,14 @@ class ScheduleStream:
         return link
 
     def add(self, task_id: str, due_ms: int, payload: bytes) -> None:
+        if self._again:
+            self._route_again()
         shard = self.keys.shard_of(task_id)
         buffer = self._buffers.get(shard)
         if buffer is None:
             buffer = self._buffers[shard] = []
+            self._raw[shard] = []
+        self._raw[shard].append((task_id, due_ms, payload))
         if self.shared is not None:
             payload, write = self.shared.compact(shard, payload)
             if write is not None:
@@ -105,10 +125,16 @@ class ScheduleStream:
             len(tid), tid, len(due), due, len(payload), payload,
         ))
         if len(buffer) >= self.chunk:
-            self._send(shard, buffer)
-            self._buffers[shard] = []
+            raw = self._raw[shard]
+            self._buffers[shard], self._raw[shard] = [], []
+            self._send(shard, buffer, raw)
 
-    def _send(self, shard: int, entries: list[bytes]) -> None:
+    def _route_again(self) -> None:
+        again, self._again = self._again, []
+        for task_id, due_ms, payload in again:
+            self.add(task_id, due_ms, payload)
+
+    def _send(self, shard: int, entries: list[bytes], raw: Raw) -> None:
         head = self._heads.get(shard)
         if head is None:
             keys, args = schedule_head(self.keys, shard, replace=False)
@@ -122,13 +148,13 @@ class ScheduleStream:
             key = self.keys.shard(shard).shared.encode("utf-8")
             for sid, prefix in self._writes.pop(shard, {}).items():
                 commands.append(b"*4\r\n" + _bulk(b"HSETNX") + _bulk(key) + _bulk(sid) + _bulk(prefix))
-                link.kinds.append(False)
             # No health check: its PING would read the reply of a chunk still outstanding.
             count = self._head_len + SCHEDULE_ENTRY_ARGS * len(entries)
             commands.append(b"*%d\r\n%b%b" % (count, head, b"".join(entries)))
             link.conn.send_packed_command(commands, check_health=False)
-            link.kinds.append(True)
             link.outstanding += 1
+            link.sent.append(raw)
+            link.prefixes.append(len(commands) - 1)
             while link.outstanding > WINDOW:
                 self._read(link)
         except BaseException:
@@ -136,29 +162,57 @@ class ScheduleStream:
             raise
 
     def _read(self, link: _Link) -> None:
-        while not link.kinds[0]:  # a shared prefix's HSETNX, sent ahead of its chunk
+        for _ in range(link.prefixes.popleft()):  # the shared prefixes' HSETNX, sent ahead of the chunk
             link.conn.read_response()
-            link.kinds.popleft()
-        replies = link.conn.read_response()
-        link.kinds.popleft()
+        try:
+            replies = link.conn.read_response()
+        except ResponseError as exc:
+            link.outstanding -= 1
+            refused = link.sent.popleft()
+            if self._moved is None or not layout_refused(exc):
+                raise
+            self._relayout(refused, exc)
+            return
         link.outstanding -= 1
+        link.sent.popleft()
         self.created += sum(1 for r in replies if r == 1)
+
+    def _relayout(self, refused: Raw, exc: ResponseError) -> None:
+        """A shard refused a chunk routed with these keys: route it, and what is buffered, again."""
+        assert self._moved is not None
+        keys = self._moved()
+        if keys.shards != refused_count(exc) and keys == self.keys:
+            raise exc
+        if keys != self.keys:
+            self.keys = keys
+            self._heads.clear()  # a shard's keys keep their names (and slot): only the count changes
+            for raw in self._raw.values():
+                self._again += raw
+            self._buffers.clear()
+            self._raw.clear()
+            self._writes.clear()  # the entries routed again ask for theirs again
+        self._again += refused
 
     def close(self) -> int:
         """Send what is buffered, wait for every reply and give the connections back."""
         if not self._open:
             return self.created
-        for shard, entries in self._buffers.items():
-            if entries:
-                self._send(shard, entries)
-        self._buffers.clear()
         try:
+            while True:
+                self._route_again()
+                buffers, raws = self._buffers, self._raw
+                self._buffers, self._raw = {}, {}
+                for shard, entries in buffers.items():
+                    if entries:
+                        self._send(shard, entries, raws[shard])
+                for link in list(self._links.values()):
+                    while link.outstanding:
+                        self._read(link)
+                if not self._again and not self._buffers:
+                    break
             if self._wait is not None:
                 for link in self._links.values():
                     link.conn.send_packed_command(link.conn.pack_command("WAIT", *self._wait), check_health=False)
-            for link in self._links.values():
-                while link.outstanding:
-                    self._read(link)
             if self._wait is not None:
                 for link in self._links.values():
                     self._scripts.check_wait(link.conn.read_response())

@@ -82,7 +82,8 @@ def cluster_ports(count: int) -> list[int]:
 class RedisClusterServer:
     """``masters`` masters with ``replicas`` replicas each, AOF on, on 127.0.0.1."""
 
-    def __init__(self, masters: int = 3, replicas: int = 1, *, node_timeout_ms: int = 2000) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 1, *, node_timeout_ms: int = 2000,
+                 appendfsync: str = "always") -> None:
         self.masters, self.replicas = masters, replicas
         self.dir = Path(tempfile.mkdtemp(prefix="zset-cluster-"))
         ports = cluster_ports(masters * (1 + replicas))
@@ -92,7 +93,7 @@ class RedisClusterServer:
                 extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                        "--cluster-node-timeout", str(node_timeout_ms),
                        # The other masters go on serving their slots while one is replaced.
-                       "--cluster-require-full-coverage", "no"],
+                       "--cluster-require-full-coverage", "no", "--appendfsync", appendfsync],
             )
             for port in ports
         ]

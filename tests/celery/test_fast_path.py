@@ -385,3 +385,29 @@ def test_entries_stored_in_the_previous_format_go_the_generic_way_the_same(apps:
         headers = got[task_id][1]["headers"]
         assert headers["argsrepr"] == expected[task_id].headers["argsrepr"]
         assert headers["zset_eta"] == expected[task_id].headers["eta"]
+
+
+def test_fanout_and_expiring_queues_take_the_generic_path(apps: AppFactory) -> None:
+    from kombu.common import Broadcast
+
+    queues = [Queue("celery"), Broadcast("bc"), Queue("ttlq", expires=600)]
+    _, ours = same_db(apps, task_queues=queues)
+    broker = apps.server.client(STORE_DB)
+    listener = broker.pubsub()
+    listener.psubscribe("*bc*")  # Kombu's Redis fanout is pub/sub
+    wait_for(lambda: listener.get_message(timeout=0.1), what="the subscription")
+    fanned, expiring = str(uuid.uuid4()), str(uuid.uuid4())
+    ours.tasks["t.record"].apply_async(("f",), task_id=fanned, queue="bc", countdown=0.2)
+    ours.tasks["t.record"].apply_async(("e",), task_id=expiring, queue="ttlq", countdown=0.2)
+    handoff = fast_dispatch(apps, ours, 2)
+    assert (handoff.pushed, handoff.left) == (0, 2)
+
+    def published() -> Any:
+        message = listener.get_message(timeout=0.2)
+        return message if message and message["type"] == "pmessage" else None
+
+    assert json.loads(wait_for(published, what="the fanout message")["data"])["headers"]["id"] == fanned
+    wait_for(lambda: broker.llen("ttlq"), what="the expiring queue's message")
+    assert broker.pttl("ttlq") > 0  # Kombu's queue expiry, applied by the generic path's publish
+    assert json.loads(broker.rpop("ttlq"))["headers"]["id"] == expiring
+    listener.close()

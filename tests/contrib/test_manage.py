@@ -44,3 +44,10 @@ def test_djangos_own_options_are_not_passed_on_to_click() -> None:
 
     args = ["--settings", "shop.settings", "ls", "--pythonpath=.", "--limit", "3"]
     assert _without_django_options(args) == ["ls", "--limit", "3"]
+
+
+def test_manage_py_zset_reshard_dry_run(big: BigStore, capsys: pytest.CaptureFixture[str]) -> None:
+    call_command("zset", "reshard", "--to", "8", "--dry-run", "--json")
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["dry_run"] is True and plan["shards_from"] == 4 and len(plan["shards"]) == 8
+    assert sum(s["moving"] + s["kept"] for s in plan["shards"]) >= 100_000

@@ -12,11 +12,12 @@ from .import_beat import import_beat
 from .import_eta import import_eta
 from .pending import ls, show
 from .periodic import periodic
+from .reshard import reshard_command
 from .run import run
 from .status import status
 
 for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, periodic, import_beat, import_eta,
-                bench, docs):
+                reshard_command, bench, docs):
     zset.add_command(command)
 
 __all__ = ["zset"]

@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from ...errors import ConfigurationError
-from ...store import meta
 from ...store.pending import Store
 from ..state import Installation, ensure_installation
 from .options import VERBOSE
@@ -59,7 +58,7 @@ def installation(ctx: click.Context) -> Installation:
 def store_of(ctx: click.Context) -> Store:
     """The app's store, after checking (read-only) that its shard count matches the settings."""
     store = installation(ctx).store
-    meta.verify(store.client, store.keys)
+    store.verify_meta()
     return store
 
 

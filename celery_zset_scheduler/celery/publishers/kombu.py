@@ -52,6 +52,7 @@ class KombuPublisher:
         messages = [o.message for o in batch]
         try:
             with self.app.producer_or_acquire() as producer:
+                self._declare_exchanges(producer, messages)
                 if messages and redis_queue.can_publish(producer, messages):
                     self._declare(producer, messages)
                     same = self._is_store_redis(producer, guard)
@@ -133,6 +134,19 @@ class KombuPublisher:
             raise
         except Exception as exc:
             refused[index] = exc
+
+    def _declare_exchanges(self, producer: Any, messages: Sequence[StoredMessage]) -> None:
+        """Declare the app's exchanges the batch names, so that the channel knows their types: a
+        fanout (a ``Broadcast`` queue, which has no queue of its own to declare) would otherwise be
+        taken for a direct exchange without bindings, and its message dropped."""
+        names = {m.exchange for m in messages if m.exchange}  # maybe_declare caches per channel
+        if not names:
+            return
+        policy = self.app.conf.task_publish_retry_policy
+        for queue in self.app.amqp.queues.values():
+            exchange = queue.exchange
+            if exchange is not None and exchange.name in names:
+                producer.maybe_declare(exchange, retry=True, **policy)
 
     def _declare(self, producer: Any, messages: Sequence[StoredMessage]) -> None:
         policy = self.app.conf.task_publish_retry_policy

@@ -21,7 +21,6 @@ from ...celery.cli.output import one_line
 from ...celery.state import Installation
 from ...errors import ZSetSchedulerError
 from ...model.times import iso
-from ...store import meta
 from ...store.deadletters import DeadLetters
 from ...store.pending import Store
 from .conf import AdminOptions, installation
@@ -118,7 +117,7 @@ class StoreAdmin(admin.ModelAdmin):
     def store(self) -> Store:
         """The store, after checking (reading only) that the shard count matches the settings."""
         store = self.installation().store
-        meta.verify(store.client, store.keys)
+        store.verify_meta()
         return store
 
     def dead_letters(self) -> DeadLetters:

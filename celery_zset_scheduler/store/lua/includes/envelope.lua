@@ -11,8 +11,6 @@
 -- never guesses, so anything it cannot rebuild exactly, or that a worker would refuse, goes there.
 local NULL = cjson.null
 local EMBED = ', {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
-local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
-local B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 local HEADER_SLOTS = {'task', 'argsrepr', 'kwargsrepr', 'origin'}
 -- Celery's protocol-2 headers left out of the stored form when they hold these values.
 local DEFAULTS = {
@@ -25,11 +23,27 @@ local EXTRAS = {h = 1, p = 1, m = 1, a = 1, i = 1, r = 1, c = 1, ne = 1, ct = 1,
 -- Stored properties published as they are (anything else, an `expiration` among them, is Python's).
 local PROPERTIES = {priority = 1, correlation_id = 1, reply_to = 1, delivery_mode = 1}
 
-local chars, url_values = {}, {}
-for n = 0, 63 do
-  chars[n] = string.sub(B64, n + 1, n + 1)
-  url_values[string.sub(B64URL, n + 1, n + 1)] = n
-end
+-- Literal tables: built by the table constructor, cheaper than a loop at every script call.
+local chars = {
+  [0] = 'A', [1] = 'B', [2] = 'C', [3] = 'D', [4] = 'E', [5] = 'F', [6] = 'G', [7] = 'H',
+  [8] = 'I', [9] = 'J', [10] = 'K', [11] = 'L', [12] = 'M', [13] = 'N', [14] = 'O', [15] = 'P',
+  [16] = 'Q', [17] = 'R', [18] = 'S', [19] = 'T', [20] = 'U', [21] = 'V', [22] = 'W', [23] = 'X',
+  [24] = 'Y', [25] = 'Z', [26] = 'a', [27] = 'b', [28] = 'c', [29] = 'd', [30] = 'e', [31] = 'f',
+  [32] = 'g', [33] = 'h', [34] = 'i', [35] = 'j', [36] = 'k', [37] = 'l', [38] = 'm', [39] = 'n',
+  [40] = 'o', [41] = 'p', [42] = 'q', [43] = 'r', [44] = 's', [45] = 't', [46] = 'u', [47] = 'v',
+  [48] = 'w', [49] = 'x', [50] = 'y', [51] = 'z', [52] = '0', [53] = '1', [54] = '2', [55] = '3',
+  [56] = '4', [57] = '5', [58] = '6', [59] = '7', [60] = '8', [61] = '9', [62] = '+', [63] = '/',
+}
+local url_values = {
+  ['A'] = 0, ['B'] = 1, ['C'] = 2, ['D'] = 3, ['E'] = 4, ['F'] = 5, ['G'] = 6, ['H'] = 7,
+  ['I'] = 8, ['J'] = 9, ['K'] = 10, ['L'] = 11, ['M'] = 12, ['N'] = 13, ['O'] = 14, ['P'] = 15,
+  ['Q'] = 16, ['R'] = 17, ['S'] = 18, ['T'] = 19, ['U'] = 20, ['V'] = 21, ['W'] = 22, ['X'] = 23,
+  ['Y'] = 24, ['Z'] = 25, ['a'] = 26, ['b'] = 27, ['c'] = 28, ['d'] = 29, ['e'] = 30, ['f'] = 31,
+  ['g'] = 32, ['h'] = 33, ['i'] = 34, ['j'] = 35, ['k'] = 36, ['l'] = 37, ['m'] = 38, ['n'] = 39,
+  ['o'] = 40, ['p'] = 41, ['q'] = 42, ['r'] = 43, ['s'] = 44, ['t'] = 45, ['u'] = 46, ['v'] = 47,
+  ['w'] = 48, ['x'] = 49, ['y'] = 50, ['z'] = 51, ['0'] = 52, ['1'] = 53, ['2'] = 54, ['3'] = 55,
+  ['4'] = 56, ['5'] = 57, ['6'] = 58, ['7'] = 59, ['8'] = 60, ['9'] = 61, ['-'] = 62, ['_'] = 63,
+}
 
 local function new_base64()
   -- Three bytes at a time through gsub with a memo table (Redis' Lua has no base64): the memo

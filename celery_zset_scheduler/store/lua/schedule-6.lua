@@ -7,9 +7,15 @@
   KEYS[3] wake          STRING the leader's planned wake-up (ms)
   KEYS[4] pending_keys  HASH idempotency key -> pending id
   KEYS[5] id_keys       HASH id -> idempotency key
+  KEYS[6] layout        STRING the shard count writes must be routed with (absent: any)
 
-  ARGV[1] wake channel, ARGV[2] shard number, ARGV[3] '1' to replace what is pending
-  ARGV[4..] groups of four: id, due ms, message, idempotency key ('' for none)
+  ARGV[1] wake channel, ARGV[2] shard number, ARGV[3] '1' to replace what is pending,
+  ARGV[4] the shard count the caller routed with
+  ARGV[5..] groups of four: id, due ms, message, idempotency key ('' for none)
+
+  Refuses the whole call with the error "ZSET_LAYOUT <count>" when the shard's layout says another
+  count (a reshard began or ended): the caller reads the store's layout and routes again, so no
+  write lands behind a reshard that has already passed its shard.
 
   Returns one value per entry:
     1          scheduled
@@ -33,15 +39,19 @@
 
 local due, msg, wake, pending_keys, id_keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local channel, shard, replace = ARGV[1], ARGV[2], ARGV[3] == '1'
-local count = (#ARGV - 3) / 4
+local layout = redis.call('GET', KEYS[6])
+if layout and layout ~= ARGV[4] then
+  return redis.error_reply('ZSET_LAYOUT ' .. layout)
+end
+local count = (#ARGV - 4) / 4
 local results = {}
 local earliest = nil
 local arrived = redis.call('TIME')
 
--- Entry j is ARGV[4j] id, ARGV[4j + 1] due ms, ARGV[4j + 2] message, ARGV[4j + 3] idempotency key.
+-- Entry j is ARGV[4j + 1] id, ARGV[4j + 2] due ms, ARGV[4j + 3] message, ARGV[4j + 4] idempotency key.
 local batched = not replace
 for j = 1, count do
-  if ARGV[4 * j + 3] ~= '' then
+  if ARGV[4 * j + 4] ~= '' then
     batched = false
     break
   end
@@ -49,7 +59,7 @@ end
 
 if batched and count > 0 then
   local ids = {}
-  for j = 1, count do ids[j] = ARGV[4 * j] end
+  for j = 1, count do ids[j] = ARGV[4 * j + 1] end
   local current = redis.call('ZMSCORE', due, unpack(ids))
   local zadd, hset, seen = {}, {}, {}
   for j = 1, count do
@@ -58,11 +68,11 @@ if batched and count > 0 then
       results[j] = 0
     else
       seen[id] = true
-      local score = ARGV[4 * j + 1]
+      local score = ARGV[4 * j + 2]
       zadd[#zadd + 1] = score
       zadd[#zadd + 1] = id
       hset[#hset + 1] = id
-      hset[#hset + 1] = stamp(arrived, j)  .. ARGV[4 * j + 2]
+      hset[#hset + 1] = stamp(arrived, j)  .. ARGV[4 * j + 3]
       score = tonumber(score)
       if earliest == nil or score < earliest then earliest = score end
       results[j] = 1
@@ -73,7 +83,7 @@ if batched and count > 0 then
     redis.call('HSET', msg, unpack(hset))
   end
 else
-  for i = 4, #ARGV, 4 do
+  for i = 5, #ARGV, 4 do
     local id, score, payload, ikey = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
     local result = nil
     if ikey ~= '' then
@@ -101,7 +111,7 @@ else
       end
       if result ~= 0 then
         redis.call('ZADD', due, score, id)
-        redis.call('HSET', msg, id, stamp(arrived, (i - 4) / 4 + 1) .. payload)
+        redis.call('HSET', msg, id, stamp(arrived, (i - 5) / 4 + 1) .. payload)
         if ikey ~= '' then
           redis.call('HSET', pending_keys, ikey, id)
           redis.call('HSET', id_keys, id, ikey)
