@@ -46,6 +46,7 @@ def run_once_each(apps: AppFactory, server: RedisServer, cluster: Cluster, ids: 
     counts = ran()
     assert set(counts) == set(ids)  # nothing lost, nothing invented
     assert max(counts.values()) == 1, [i for i, n in counts.items() if n > 1][:10]  # nothing twice
+    survivor.terminate()  # its log is complete once it exited
     assert "fast_path.on" in survivor.output
 
 
@@ -63,15 +64,11 @@ def test_kill_9_around_the_script_loses_nothing_and_duplicates_nothing(
 def test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing(
     apps: AppFactory, redis_server: RedisServer, cluster: Cluster
 ) -> None:
-    ids = schedule(apps, redis_server, 3000, spread=4.0)
+    ids = schedule(apps, redis_server, 3000, spread=8.0)
     rng = random.Random(7)
-    deadline = time.monotonic() + 6.0
-    kills = 0
-    while time.monotonic() < deadline:
+    for _ in range(4):  # each one killed while it leads and pushes, at a moment of its pass
         victim = cluster.dispatcher()
         victim.wait_for_output(r"leader\.acquired", timeout=30)
         time.sleep(rng.uniform(0.0, 0.4))
         victim.kill9()
-        kills += 1
-    assert kills >= 3
     run_once_each(apps, redis_server, cluster, ids)
