@@ -58,11 +58,12 @@ def breakdown(env: BenchEnv) -> dict[str, Any]:
     """Exact bytes of the ZSETs and HASHes (``MEMORY USAGE ... SAMPLES 0``) and a sample entry."""
     client = env.store_client
     keys = env.store.keys
-    due = msg = pending = 0
+    due = msg = shared = pending = 0
     for s in range(keys.shards):
         sk = keys.shard(s)
         due += int(client.memory_usage(sk.due, samples=0) or 0)
         msg += int(client.memory_usage(sk.msg, samples=0) or 0)
+        shared += int(client.memory_usage(sk.shared, samples=0) or 0)
         pending += int(client.zcard(sk.due))
     page = env.store.page(0, limit=100, with_payloads=True)
     payloads = [len(e.payload or b"") for e in page.entries]
@@ -71,6 +72,7 @@ def breakdown(env: BenchEnv) -> dict[str, Any]:
         "pending": pending,
         "zset_bytes_per_task": round(due / pending, 1) if pending else None,
         "hash_bytes_per_task": round(msg / pending, 1) if pending else None,
+        "shared_prefix_bytes": shared,  # every shard's shared prefixes together (store/shared.py)
         "mean_payload_len": round(sum(payloads) / len(payloads), 1) if payloads else None,
         "mean_id_len": round(sum(ids) / len(ids), 1) if ids else None,
     }
@@ -80,5 +82,5 @@ def _drop(client: redis.Redis, keys: KeySpace) -> None:
     names = [keys.meta]
     for s in range(keys.shards):
         sk = keys.shard(s)
-        names += [sk.due, sk.msg]
+        names += [sk.due, sk.msg, sk.shared]
     client.delete(*names)  # DEL, not UNLINK: freed before the next used_memory reading

@@ -3,17 +3,21 @@
 A stored entry is the message exactly as Celery serialized it at ``apply_async`` time: the body
 bytes, content type and encoding, headers, properties and routing. ``decode(encode(m)) == m`` always.
 
-Encoding (format version 2, see ``model.keys.FORMAT_VERSION``): ``<meta>\\n<body>``.
+Encoding (layout 4, since format version 4, see ``model.keys.FORMAT_VERSION``): ``<meta>\\n<body>``.
 
-- ``meta`` is one line of compact JSON: an array whose first slots are the values every Celery
-  message carries (task name, argsrepr, kwargsrepr, origin, reply_to, delivery_mode, routing key),
-  then, only when needed, an object with everything else. Positions instead of key names save
-  ~60 bytes a task; JSON output never holds a raw newline, so the first ``\\n`` ends it. A
-  ``reply_to`` that is a UUID (Celery's client id, in every message) takes 23 bytes instead of 36.
+- ``meta`` is one line of compact JSON: an array ``[4, task, origin, reply_to, delivery_mode,
+  routing_key, argsrepr, kwargsrepr]``, then, only when needed, the ``eta`` and an object with
+  everything else. Positions instead of key names save ~60 bytes a task; JSON output never holds a
+  raw newline, so the first ``\\n`` ends it. A ``reply_to`` that is a UUID (Celery's client id, in
+  every message) takes 23 bytes instead of 36.
+- The values every message of one producer, task and queue shares come first: that prefix
+  (:func:`shared_length`) is what the store keeps once per shard and refers to from each entry.
 - ``body`` follows raw: no JSON escaping, no base64 for binary serializers.
 - An ``eta`` as Celery writes it with the default UTC timezone is kept as integer microseconds in
-  an optional slot after the routing key (17 bytes instead of ~45; an integer there cannot be
+  an optional slot after the kwargsrepr (17 bytes instead of ~45; an integer there cannot be
   the extras object); any other ``eta`` text is kept in the extras as it is.
+- Layout 2 (formats 2 and 3: ``[task, argsrepr, kwargsrepr, origin, reply_to, delivery_mode,
+  routing_key, ...]``, no leading ``4``) is still read: stores written before keep working.
 
 Left out because they can be rebuilt exactly: the task id (it is the entry's key) and the ``id``,
 ``root_id`` and ``correlation_id`` equal to it; header values equal to Celery's defaults; the embed
@@ -53,10 +57,15 @@ _HEADER_DEFAULTS: dict[str, Any] = {
     "stamped_headers": None,
     "stamps": {},
 }
-# The positional slots of the meta array: headers, then properties, then the routing key.
-_HEADER_SLOTS = ("task", "argsrepr", "kwargsrepr", "origin")
+# The slots every message carries, in layout 4's order after its leading 4: the shared ones
+# (headers task and origin, properties reply_to and delivery_mode, the routing key), then the
+# per-message argsrepr and kwargsrepr. Layout 2 had task, argsrepr, kwargsrepr, origin, reply_to,
+# delivery_mode, routing key.
+LAYOUT = 4
+_HEADER_SLOTS = ("task", "origin", "argsrepr", "kwargsrepr")
 _PROPERTY_SLOTS = ("reply_to", "delivery_mode")
-_SLOTS = len(_HEADER_SLOTS) + len(_PROPERTY_SLOTS) + 1
+#: Layout 4's shared prefix: ``[4,`` and its first five slots, each followed by a comma.
+_SHARED = re.compile(rb'\[4,(?:(?:"(?:[^"\\]|\\.)*"|-?[0-9]+|null),){5}')
 #: Kombu's JSON of the protocol-2 embed part with nothing in it; most bodies end with it.
 EMBED_SUFFIX = b', {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
 
@@ -134,14 +143,16 @@ def encode(message: StoredMessage) -> bytes:
     absent = [k for k in _HEADER_SLOTS if k not in headers] + [k for k in _PROPERTY_SLOTS if k not in properties]
     if absent:
         extra["a"] = absent
-    meta: list[Any] = [headers.pop(k, None) for k in _HEADER_SLOTS]
     reply_to = properties.pop("reply_to", None)
     if isinstance(reply_to, str) and reply_to.startswith(_PACKED):  # would read as packed: keep aside
         properties["reply_to"] = reply_to
         extra["a"] = [*extra.get("a", ()), "reply_to"]
         reply_to = None
-    meta += [_pack_uuid(reply_to), properties.pop("delivery_mode", None)]
-    meta.append(message.routing_key)
+    meta: list[Any] = [
+        LAYOUT, headers.pop("task", None), headers.pop("origin", None), _pack_uuid(reply_to),
+        properties.pop("delivery_mode", None), message.routing_key,
+        headers.pop("argsrepr", None), headers.pop("kwargsrepr", None),
+    ]
     if headers:
         extra["h"] = headers
     if properties:
@@ -168,48 +179,72 @@ def encode(message: StoredMessage) -> bytes:
     return _json_bytes(meta) + b"\n" + body
 
 
+def shared_length(raw: bytes) -> int:
+    """How many leading bytes of an encoding are its shared values (``[4,`` task, origin,
+    reply_to, delivery_mode, routing key): the part many messages have in common. 0 when the
+    encoding has no such prefix (layout 2, or a value of an unusual type in those slots)."""
+    found = _SHARED.match(raw)
+    return found.end() if found else 0
+
+
 def decode(task_id: str, raw: bytes) -> StoredMessage:
-    """Rebuild a message; anything malformed raises :class:`PoisonMessage`."""
+    """Rebuild a message (layout 4 or 2); anything malformed raises :class:`PoisonMessage`."""
     try:
+        if raw[:1] == b"\x02":
+            raise ValueError("it refers to shared values (store/shared.py) the store no longer has")
         end = raw.index(b"\n")
         meta = json.loads(raw[:end])
-        if not isinstance(meta, list) or len(meta) < _SLOTS:
+        if type(meta) is not list or not meta:
             raise ValueError("not an encoded message")
-        rest = meta[_SLOTS:]
+        if type(meta[0]) is int:
+            if meta[0] != LAYOUT or len(meta) < 8:
+                raise ValueError("not an encoded message")
+            task, origin, reply_to, delivery_mode, routing, argsrepr, kwargsrepr = meta[1:8]
+            rest = meta[8:]
+        else:
+            if len(meta) < 7:
+                raise ValueError("not an encoded message")
+            task, argsrepr, kwargsrepr, origin, reply_to, delivery_mode, routing = meta[:7]
+            rest = meta[7:]
         eta_us = rest.pop(0) if rest and type(rest[0]) is int else None
         if len(rest) > 1:
             raise ValueError("not an encoded message")
         extra = rest[0] if rest else {}
-        if not isinstance(extra, dict):
+        if type(extra) is not dict:
             raise ValueError("malformed extras")
-        absent = set(extra.get("a", ()))
-        headers: dict[str, Any] = dict(extra.get("h", {}))
-        for key, value in zip(_HEADER_SLOTS, meta, strict=False):
-            if key not in absent:
-                headers[key] = value
-        missing = extra.get("m", ())
-        for key, default in _HEADER_DEFAULTS.items():
-            if key not in headers and key not in missing:
-                # A fresh copy of the list/dict defaults (flat: a shallow copy is enough).
-                headers[key] = default.copy() if isinstance(default, (list, dict)) else default
-        if eta_us is not None:
-            headers["eta"] = us_isoformat(eta_us)
-        if "i" not in extra:
-            headers["id"] = task_id
-        if "r" not in extra:
-            headers["root_id"] = task_id
-        properties: dict[str, Any] = dict(extra.get("p", {}))
-        for key, value in zip(_PROPERTY_SLOTS, meta[len(_HEADER_SLOTS):], strict=False):
-            if key not in absent:
-                properties[key] = _unpack_uuid(value) if key == "reply_to" else value
-        if "c" not in extra:
-            properties["correlation_id"] = task_id
+        # Celery's defaults, fresh (the list and the dict too), then the slots.
+        headers: dict[str, Any] = {
+            "lang": "py", "task": task, "id": task_id, "shadow": None,
+            "eta": None if eta_us is None else us_isoformat(eta_us), "expires": None, "group": None,
+            "group_index": None, "retries": 0, "timelimit": [None, None], "root_id": task_id,
+            "parent_id": None, "argsrepr": argsrepr, "kwargsrepr": kwargsrepr, "origin": origin,
+            "ignore_result": False, "replaced_task_nesting": 0, "stamped_headers": None, "stamps": {},
+        }
+        properties: dict[str, Any] = {
+            "reply_to": _unpack_uuid(reply_to), "delivery_mode": delivery_mode, "correlation_id": task_id,
+        }
+        if extra:
+            for key in extra.get("a", ()):
+                if key in _PROPERTY_SLOTS:
+                    del properties[key]
+                else:
+                    del headers[key]
+            for key in extra.get("m", ()):
+                del headers[key]
+            if "i" in extra:
+                del headers["id"]
+            if "r" in extra:
+                del headers["root_id"]
+            if "c" in extra:
+                del properties["correlation_id"]
+            headers.update(extra.get("h", ()))
+            properties.update(extra.get("p", ()))
         body = raw[end + 1:]
         if not extra.get("ne"):
             body += EMBED_SUFFIX
-        routing_key = str(meta[_SLOTS - 1])
+        routing_key = str(routing)
         queue = None if extra.get("nq") else str(extra.get("q", routing_key))
-        if not isinstance(headers.get("task"), str):
+        if type(headers.get("task")) is not str:
             raise ValueError("no task name")
         return StoredMessage(
             task_id=task_id,
@@ -288,12 +323,22 @@ def _pack_uuid(value: Any) -> Any:
     return value
 
 
+_UNPACKED: dict[str, str] = {}  # packed -> uuid: a producer's reply_to is in each of its messages
+
+
 def _unpack_uuid(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_PACKED):
+        found = _UNPACKED.get(value)
+        if found is not None:
+            return found
         h = base64.urlsafe_b64decode(value[1:] + "==").hex()
         if len(h) != 32:
             raise ValueError("malformed packed uuid")
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        found = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        if len(_UNPACKED) >= 4096:
+            _UNPACKED.clear()
+        _UNPACKED[value] = found
+        return found
     return value
 
 

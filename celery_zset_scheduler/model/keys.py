@@ -16,9 +16,11 @@ from ..errors import InvalidId
 # Bumped when the layout or the stored payload format changes incompatibly; kept in the meta hash.
 # 2: the codec's positional meta line followed by the raw body (1 was one JSON object).
 # 3: each stored value starts with an arrival stamp (store/values.py); format-2 values still read.
-FORMAT_VERSION = 3
-#: The previous format, whose stores this version reads and upgrades on first use.
-UPGRADES_FROM = 2
+# 4: the codec's layout 4 (shared values first) and values that refer to a shard's shared values
+#    (store/shared.py); format-2 and -3 values still read.
+FORMAT_VERSION = 4
+#: The previous formats, whose stores this version reads and upgrades on first use.
+UPGRADES_FROM = (3, 2)
 
 
 def check_storable(text: str, what: str = "task id") -> None:
@@ -48,6 +50,7 @@ class ShardKeys:
     shard: int
     due: str  # ZSET id -> due time (ms)
     msg: str  # HASH id -> encoded message
+    shared: str  # HASH id -> the prefix of encoded messages many entries share (store/shared.py)
     inflight: str  # ZSET id -> lease deadline (ms) of a claimed, not yet acked entry
     lock: str  # STRING leader token (PX lease)
     epoch: str  # STRING fencing counter, INCR on every change of leader
@@ -156,6 +159,7 @@ class KeySpace:
             shard=shard,
             due=f"{tag}:due",
             msg=f"{tag}:msg",
+            shared=f"{tag}:shared",
             inflight=f"{tag}:inflight",
             lock=f"{tag}:lock",
             epoch=f"{tag}:epoch",

@@ -47,6 +47,7 @@ from ..store.reshard import (
     take_call,
 )
 from ..store.scripts import Call
+from ..store.shared import Shared
 from ..store.values import payload as stored_payload
 
 #: Most shards a store may have (the setting's bound).
@@ -93,6 +94,7 @@ class _Router:
 
     def __init__(self, client: Any, keys: KeySpace, old: int, new: int) -> None:
         self.client, self.keys, self.old, self.new = client, keys, old, new
+        self.shared = Shared(client, keys)
 
     def targets(self, shard: int, ids: Sequence[str]) -> dict[str, int]:
         """The new shard of each id pending in ``shard``."""
@@ -111,7 +113,8 @@ class _Router:
                 foreign.append(task_id)  # placed by something else: a periodic entry's occurrence
         if foreign:
             for task_id, value in zip(foreign, self.client.hmget(sk.msg, foreign), strict=True):
-                routing[task_id] = routing_key(task_id, None, _periodic_name(task_id, value))
+                whole = None if value is None else self.shared.inline(shard, bytes(value))
+                routing[task_id] = routing_key(task_id, None, _periodic_name(task_id, whole))
         return {task_id: shard_for(routing[task_id], self.new) for task_id in ids}
 
 
@@ -211,6 +214,7 @@ class _Run:
         self.lock_ttl_ms = max(1000, int(lock_ttl * 1000))
         self.token = secrets.token_hex(16)
         self.router = _Router(self.client, self.keys, self.old, self.new)
+        self.shared = Shared(self.client, self.keys)  # every shard of both layouts
         self._renewed = 0.0
 
     # -- the lease --------------------------------------------------------------------------------
@@ -264,8 +268,8 @@ class _Run:
             held = self.scripts.run(held_call(self.keys, shard, self.batch))
             if not held:
                 break
-            targets = {h.task_id: shard_for(routing_key(h.task_id, h.idempotency_key,
-                                                        _periodic_name(h.task_id, h.value)), self.new)
+            targets = {h.task_id: shard_for(routing_key(h.task_id, h.idempotency_key, _periodic_name(
+                h.task_id, None if h.value is None else self.shared.inline(shard, h.value))), self.new)
                        for h in held}
             moved += self._put_and_drop(shard, held, targets, moves)
         packed = {n.decode(): p for n, p in self.client.hgetall(sk.moving_periodic).items()}
@@ -281,6 +285,16 @@ class _Run:
                 orphans.append(h.task_id)  # in `due` without its message: the dispatcher would drop it
             else:
                 by_target[targets[h.task_id]].append(h)
+        # A value may refer to a shared prefix of its old shard: the prefix is written to the new
+        # shard first, so the value moves byte for byte.
+        prefixes: set[tuple[str, bytes, bytes]] = set()
+        for target, entries in by_target.items():
+            for h in entries:
+                found = None if h.value is None else self.shared.prefix_of(shard, h.value)
+                if found is not None:
+                    prefixes.add((self.keys.shard(target).shared, *found))
+        for key, sid, prefix in prefixes:
+            self.client.hsetnx(key, sid, prefix)
         calls = [put_call(self.keys, target, entries) for target, entries in by_target.items()]
         self.scripts.run_many(calls)
         for target, entries in by_target.items():

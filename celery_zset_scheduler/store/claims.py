@@ -9,12 +9,13 @@ safe to run twice, as a lost reply or a replayed pipeline may do.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..model.keys import KeySpace
 from .pending import Store
 from .scripts import Call, ScriptDef, as_int
+from .shared import Shared
 from .values import UNSTAMPED, Arrival, split
 
 CLAIM = ScriptDef(
@@ -71,7 +72,7 @@ class ClaimPass:
 
 
 def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_wait_ms: int,
-               wake_ttl_ms: int) -> Call[ClaimResult]:
+               wake_ttl_ms: int, shared: Shared | None = None) -> Call[ClaimResult]:
     """``max_wait_ms``: the leader claims again at the earliest due entry or after this long,
     whichever is first; the script records that instant in the shard's wake key."""
 
@@ -82,6 +83,8 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
         entries = []
         for i, s, value in zip(ids, scores, payloads, strict=True):
             arrival, payload = split(value)
+            if shared is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
+                payload = shared.expand(payload) or payload
             entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival, int(gen)))
         next_due = int(float(nxt))
         return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
@@ -136,10 +139,11 @@ class Claims:
         groups = list(_by_shard(ack).items())
         acks: list[Call[Any]] = [ack_call(self.keys, s, group) for s, group in groups]
         claims = [claim_call(self.keys, f, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
-                             wake_ttl_ms=wake_ttl_ms) for f in fences]
+                             wake_ttl_ms=wake_ttl_ms, shared=self.store.shared) for f in fences]
         replies = self.scripts.settle([*acks, *claims])
         unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
         results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
+        expand_claimed(self.store.shared, results)
         return ClaimPass(results, unacked)
 
     def ack(self, entries: Sequence[Claimed]) -> int:
@@ -168,6 +172,22 @@ class Claims:
     def reap(self, fence: Fence, limit: int) -> list[str] | None:
         """Return expired in-flight entries to ``due``; None when fenced."""
         return self.scripts.run(reap_call(self.keys, fence, limit))
+
+
+def expand_claimed(shared: Shared, results: dict[int, Any]) -> None:
+    """Put the shared prefix back into the claimed values the cache could not expand while
+    parsing (one more round trip, only for prefixes this process has not read yet): each
+    :class:`ClaimResult` of ``results`` holding such a value is replaced by an expanded one."""
+    wanted = [(e.shard, e.payload) for r in results.values() if isinstance(r, ClaimResult)
+              for e in r.entries if e.payload[:1] == b"\x02"]
+    if not wanted:
+        return
+    shared.load(wanted)
+    for shard, result in list(results.items()):
+        if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" for e in result.entries):
+            entries = [e if e.payload[:1] != b"\x02" else replace(e, payload=shared.expand(e.payload) or e.payload)
+                       for e in result.entries]
+            results[shard] = replace(result, entries=entries)
 
 
 def _by_shard(entries: Sequence[Claimed]) -> dict[int, list[Claimed]]:

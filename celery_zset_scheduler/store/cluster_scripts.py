@@ -47,8 +47,9 @@ class _Unsent(Exception):
 class ClusterScripts(Scripts):
     """:class:`Scripts` for a ``RedisCluster`` client: one round trip a pass, per node."""
 
-    def run(self, call: Call[Any], client: Any = None, *, durable: bool = False) -> Any:
-        reply = self.settle([call], durable=durable)[0]
+    def run(self, call: Call[Any], client: Any = None, *, durable: bool = False,
+            before: Sequence[tuple[Any, ...]] = ()) -> Any:
+        reply = self.settle([call], durable=durable, before=before)[0]
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -57,7 +58,10 @@ class ClusterScripts(Scripts):
         """The cluster node (``redis.cluster.ClusterNode``) serving ``key``'s slot now."""
         return self.client.nodes_manager.get_node_from_slot(self.client.keyslot(key))
 
-    def settle(self, calls: Sequence[Call[Any]], *, durable: bool = False) -> list[Any]:
+    def settle(self, calls: Sequence[Call[Any]], *, durable: bool = False,
+               before: Sequence[tuple[Any, ...]] = ()) -> list[Any]:
+        for command in before:  # the shared prefixes the calls refer to: each routed by its key
+            self.client.execute_command(*command)
         raw: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
         asks: dict[int, Any] = {}

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..model.keys import KeySpace
-from .claims import Claimed, ClaimResult, Fence
+from .claims import Claimed, ClaimResult, Fence, expand_claimed
 from .scripts import Call, ScriptDef
+from .shared import Shared
 from .values import split
 
 FAST_PUSH = ScriptDef(
     "fast_push",
-    ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen"),
+    ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen",
+     "shared"),
     variadic=True,
 )
 
@@ -51,7 +53,7 @@ class FastResult:
 
 
 def fast_push_call(keys: KeySpace, fence: Fence, routes: Routes, *, limit: int, lease_ms: int,
-                   max_wait_ms: int, wake_ttl_ms: int) -> Call[FastResult]:
+                   max_wait_ms: int, wake_ttl_ms: int, shared: Shared | None = None) -> Call[FastResult]:
     def parse(reply: Any) -> FastResult:
         if int(reply[0]) == 0:
             return FastResult(ClaimResult(True, 0, None, []), [], None, None)
@@ -59,6 +61,8 @@ def fast_push_call(keys: KeySpace, fence: Fence, routes: Routes, *, limit: int, 
         entries = []
         for i, s, value in zip(ids, scores, payloads, strict=True):
             arrival, payload = split(value)
+            if shared is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
+                payload = shared.expand(payload) or payload
             entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival, int(gen)))
         next_due = int(float(nxt))
         claim = ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
@@ -84,9 +88,16 @@ def fast_push_many(claims: Any, fences: Sequence[Fence], routes: Routes, *, limi
         grouped.setdefault(e.shard, []).append(e)
     groups = list(grouped.items())
     acks: list[Call[Any]] = [ack_call(claims.keys, s, group) for s, group in groups]
+    shared = claims.store.shared
     calls = [fast_push_call(claims.keys, f, routes, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
-                            wake_ttl_ms=wake_ttl_ms) for f in fences]
+                            wake_ttl_ms=wake_ttl_ms, shared=shared) for f in fences]
     replies = claims.scripts.settle([*acks, *calls])
     unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
     results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
+    claimed = {s: r.claim for s, r in results.items() if isinstance(r, FastResult)}
+    expand_claimed(shared, claimed)
+    for shard, claim in claimed.items():
+        result = results[shard]
+        if isinstance(result, FastResult) and claim is not result.claim:
+            results[shard] = replace(result, claim=claim)
     return results, unacked

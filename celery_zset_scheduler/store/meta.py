@@ -54,7 +54,7 @@ def _layout(reply: Any) -> Layout | None:
 def record_call(keys: KeySpace) -> Call[Recorded]:
     """Record this client's shard count and format unless recorded (a store of the previous format
     is upgraded: it is read as it is); returns what is recorded."""
-    return META.call(keys, [keys.shards, FORMAT_VERSION, UPGRADES_FROM], _recorded)
+    return META.call(keys, [keys.shards, FORMAT_VERSION, *UPGRADES_FROM], _recorded)
 
 
 def begin_call(keys: KeySpace, current: int, to: int) -> Call[Layout | None]:
@@ -91,7 +91,7 @@ def problem(keys: KeySpace, recorded: Recorded, configured: int | None = None) -
             f"configured with zset_scheduler_shards={count}; set zset_scheduler_shards={layout.shards} "
             f"and restart (the count of an existing store changes only with `celery zset reshard --to N`)"
         )
-    if recorded.version is not None and recorded.version not in (FORMAT_VERSION, UPGRADES_FROM):
+    if recorded.version is not None and recorded.version not in (FORMAT_VERSION, *UPGRADES_FROM):
         return (
             f"the store at prefix {keys.prefix!r} uses format version {recorded.version}, "
             f"this version of celery-zset-scheduler reads version {FORMAT_VERSION}"

@@ -24,6 +24,7 @@ from .client import is_cluster
 from .reshard import holder_call
 from .schedule import NewEntry, ScheduleResult, layout_refused, schedule_call
 from .scripts import Call, ScriptDef, Scripts, as_bool, scripts_for
+from .shared import Shared
 from .stream import ScheduleStream
 from .values import payload as stored_payload
 
@@ -130,6 +131,7 @@ class Store:
         self.configured = keys.shards  # the zset_scheduler_shards this client was started with
         self.moving_from: int | None = None  # the count a reshard under way moves from
         self.scripts: Scripts = scripts_for(client, wait)
+        self.shared = Shared(client, lambda: self.keys)  # the keys change with a reshard
         self._meta_checked = False
         self._meta_lock = threading.Lock()
 
@@ -206,8 +208,12 @@ class Store:
             held = self._held_in_old_shards([entry], replace)
             if held:
                 return ScheduleResult("duplicate_key", held[0])
+            value, write = self.shared.compact(shard, payload)
+            compacted = NewEntry(task_id, due_ms, value, idempotency_key)
+            before = () if write is None else (("HSETNX", *write),)
             try:
-                return self.scripts.run(schedule_call(keys, shard, [entry], replace), durable=True)[0]
+                return self.scripts.run(schedule_call(keys, shard, [compacted], replace), durable=True,
+                                        before=before)[0]
             except Exception as exc:
                 if not layout_refused(exc):
                     raise
@@ -242,14 +248,21 @@ class Store:
             by_shard[keys.shard_of(entry.idempotency_key or entry.task_id)].append(index)
         chunks: list[list[int]] = []
         calls: list[Call[list[ScheduleResult]]] = []
+        writes: dict[tuple[str, bytes], bytes] = {}
         for shard, indexes in by_shard.items():
+            compacted = []
+            for i in indexes:
+                value, write = self.shared.compact(shard, entries[i].payload)
+                if write is not None:
+                    writes[write[0], write[1]] = write[2]
+                compacted.append(NewEntry(entries[i].task_id, entries[i].due_ms, value, entries[i].idempotency_key))
             for start in range(0, len(indexes), CHUNK):
-                chunk = indexes[start:start + CHUNK]
-                calls.append(schedule_call(keys, shard, [entries[i] for i in chunk], replace))
-                chunks.append(chunk)
+                chunks.append(indexes[start:start + CHUNK])
+                calls.append(schedule_call(keys, shard, compacted[start:start + CHUNK], replace))
+        before = [("HSETNX", key, sid, prefix) for (key, sid), prefix in writes.items()]
         refused: list[int] = []
         failure: Exception | None = None
-        for chunk, replies in zip(chunks, self.scripts.settle(calls, durable=True), strict=True):
+        for chunk, replies in zip(chunks, self.scripts.settle(calls, durable=True, before=before), strict=True):
             if isinstance(replies, Exception):
                 if layout_refused(replies):
                     refused += chunk
@@ -266,7 +279,7 @@ class Store:
         """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
         as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
         self.check_meta()
-        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, self._moved) as stream:
+        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, self._moved, shared=self.shared) as stream:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created
@@ -333,7 +346,13 @@ class Store:
     def get(self, task_id: str) -> StoredEntry | None:
         """The pending or in-flight entry of ``task_id``, or None."""
         found = self._first_hit(task_id, lambda shard: get_call(self.keys, shard, task_id))
-        return None if found is None else found[1]
+        if found is None:
+            return None
+        entry: StoredEntry = found[1]
+        if entry.payload is None:
+            return entry
+        payload = self.shared.resolve(entry.shard, [entry.payload])[0]
+        return StoredEntry(entry.task_id, entry.shard, entry.state, entry.score_ms, payload)
 
     def page(
         self, shard: int, *, after: tuple[int, str] | None = None, min_due: int | None = None,
@@ -342,7 +361,12 @@ class Store:
         """One page of a shard's pending entries in due order, starting after ``after``."""
         call = page_call(self.keys, shard, after=after, min_due=min_due, max_due=max_due, limit=limit,
                          with_payloads=with_payloads)
-        return self.scripts.run(call)
+        page = self.scripts.run(call)
+        if not with_payloads:
+            return page
+        payloads = self.shared.resolve(shard, [e.payload for e in page.entries])
+        return Page([PageEntry(e.task_id, e.due_ms, p) for e, p in zip(page.entries, payloads, strict=True)],
+                    page.cursor)
 
     def _first_hit(self, task_id: str, make: Any) -> tuple[int, Any] | None:
         """Run ``make(shard)``'s call on the id's own shard, then (one round trip) on the others;

@@ -8,6 +8,7 @@ instead of one. The commands are packed here because redis-py's generic per-argu
 more than building the entry. The command is built from the schedule script's own definition
 (``schedule.schedule_head``: keys and leading arguments; four arguments an entry) and sent with EVAL,
 so a script cache flushed mid-way cannot fail a chunk; the results are those of ``Store.schedule_many``.
+Each chunk is preceded by the ``HSETNX`` of the shared prefixes its entries refer to (:mod:`.shared`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from redis.exceptions import ResponseError
 from ..model.keys import KeySpace
 from .schedule import SCHEDULE_ENTRY_ARGS, layout_refused, schedule_head
 from .scripts import sources
+from .shared import Shared
 
 WINDOW = 8  # chunks sent and not yet answered: enough to keep Redis busy, bounded buffers
 
@@ -48,6 +50,7 @@ class _Link:
         self.conn: Any = pool.get_connection()
         self.outstanding = 0
         self.sent: deque[Raw] = deque()  # the entries of each unanswered chunk
+        self.prefixes: deque[int] = deque()  # per unanswered chunk: the HSETNX replies before its own
 
 
 class ScheduleStream:
@@ -64,10 +67,12 @@ class ScheduleStream:
     """
 
     def __init__(self, client: Any, keys: KeySpace, chunk: int, scripts: Any = None,
-                 moved: Callable[[], KeySpace] | None = None) -> None:
+                 moved: Callable[[], KeySpace] | None = None, *, shared: Shared | None = None) -> None:
         source = sources()["schedule"]
         self.keys = keys
         self.chunk = chunk
+        self.shared = shared
+        self._writes: dict[int, dict[bytes, bytes]] = {}  # shard -> shared prefixes its buffer refers to
         self._moved = moved
         self._raw: dict[int, Raw] = {}  # the entries of each buffer
         self._again: Raw = []  # refused by a shard's layout: to route again
@@ -110,6 +115,10 @@ class ScheduleStream:
             buffer = self._buffers[shard] = []
             self._raw[shard] = []
         self._raw[shard].append((task_id, due_ms, payload))
+        if self.shared is not None:
+            payload, write = self.shared.compact(shard, payload)
+            if write is not None:
+                self._writes.setdefault(shard, {})[write[1]] = write[2]
         tid = task_id.encode("utf-8")
         due = b"%d" % due_ms
         buffer.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$0\r\n\r\n" % (
@@ -135,12 +144,17 @@ class ScheduleStream:
             )
         try:
             link = self._route(shard)
+            commands = []
+            key = self.keys.shard(shard).shared.encode("utf-8")
+            for sid, prefix in self._writes.pop(shard, {}).items():
+                commands.append(b"*4\r\n" + _bulk(b"HSETNX") + _bulk(key) + _bulk(sid) + _bulk(prefix))
             # No health check: its PING would read the reply of a chunk still outstanding.
             count = self._head_len + SCHEDULE_ENTRY_ARGS * len(entries)
-            command = b"*%d\r\n%b%b" % (count, head, b"".join(entries))
-            link.conn.send_packed_command([command], check_health=False)
+            commands.append(b"*%d\r\n%b%b" % (count, head, b"".join(entries)))
+            link.conn.send_packed_command(commands, check_health=False)
             link.outstanding += 1
             link.sent.append(raw)
+            link.prefixes.append(len(commands) - 1)
             while link.outstanding > WINDOW:
                 self._read(link)
         except BaseException:
@@ -148,6 +162,8 @@ class ScheduleStream:
             raise
 
     def _read(self, link: _Link) -> None:
+        for _ in range(link.prefixes.popleft()):  # the shared prefixes' HSETNX, sent ahead of the chunk
+            link.conn.read_response()
         try:
             replies = link.conn.read_response()
         except ResponseError as exc:
@@ -174,6 +190,7 @@ class ScheduleStream:
                 self._again += raw
             self._buffers.clear()
             self._raw.clear()
+            self._writes.clear()  # the entries routed again ask for theirs again
         self._again += refused
 
     def close(self) -> int:

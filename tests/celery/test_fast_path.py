@@ -329,6 +329,64 @@ def test_a_queue_key_of_another_type_loses_nothing(apps: AppFactory) -> None:
     assert json.loads(raw)["headers"]["id"] == task_id
 
 
+def rewrite_in_the_previous_format(app: Celery, ids: list[str]) -> None:
+    """Store each entry as format 3 wrote it: the arrival stamp, then layout 2, no shared prefix."""
+    from ..support import old_codec
+
+    store = installation_for(app).store
+    for task_id in ids:
+        found = celery_zset_scheduler.lookup(app, task_id)
+        assert found is not None and found[1] is not None
+        entry, message = found
+        value = b"\x01" + bytes(10) + old_codec.encode(message)  # type: ignore[arg-type]
+        store.client.hset(store.keys.shard(entry.shard).msg, task_id, value)
+
+
+def test_entries_stored_in_the_previous_format_are_pushed_the_same(apps: AppFactory) -> None:
+    plain, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    calls = [
+        {"kwargs": {"tag": "x"}, "task_id": str(uuid.uuid4()), "queue": "q", "priority": 3},
+        {"args": ("a", 7), "task_id": str(uuid.uuid4())},
+        {"args": (1,), "task_id": str(uuid.uuid4()), "headers": {"nested": {"a": [1, None, "x"]}}},
+    ]
+    _, generic, ids = send_all(plain, ours, broker, calls)
+    rewrite_in_the_previous_format(ours, ids)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert (handoff.pushed, handoff.left) == (len(ids), 0)
+    for task_id in ids:
+        assert mine[task_id][0] == generic[task_id][0]
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+
+
+def test_entries_stored_in_the_previous_format_go_the_generic_way_the_same(apps: AppFactory) -> None:
+    conf = {"task_queues": QUEUES}
+    ours = apps(**conf)  # its broker is another database: the generic path
+    broker = apps.server.client(BROKER_DB)
+    calls = [{"args": ("a", n), "task_id": str(uuid.uuid4())} for n in range(3)]
+    eta = datetime.now(timezone.utc) + timedelta(seconds=0.5)
+    for call in calls:
+        ours.tasks["t.record"].apply_async(**call, eta=eta)
+    ids = [c["task_id"] for c in calls]
+    expected = {}
+    for task_id in ids:
+        found = celery_zset_scheduler.lookup(ours, task_id)
+        assert found is not None and found[1] is not None
+        expected[task_id] = found[1]
+    rewrite_in_the_previous_format(ours, ids)
+    for task_id in ids:  # read back whole, as the CLI and the admin pages read them
+        again = celery_zset_scheduler.lookup(ours, task_id)
+        assert again is not None and again[1] == expected[task_id]
+    apps.dispatcher(ours)
+    got: dict[str, tuple[bytes, dict[str, Any]]] = {}
+    wait_for(lambda: got.update(by_id(drain(broker))) or len(got) >= len(ids), what="the old entries dispatched")
+    assert set(got) == set(ids)
+    for task_id in ids:
+        headers = got[task_id][1]["headers"]
+        assert headers["argsrepr"] == expected[task_id].headers["argsrepr"]
+        assert headers["zset_eta"] == expected[task_id].headers["eta"]
+
+
 def test_fanout_and_expiring_queues_take_the_generic_path(apps: AppFactory) -> None:
     from kombu.common import Broadcast
 

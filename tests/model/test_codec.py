@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
 from celery_zset_scheduler.errors import PoisonMessage
-from celery_zset_scheduler.model.codec import EMBED_SUFFIX, StoredMessage, Template, decode, encode
+from celery_zset_scheduler.model.codec import (
+    EMBED_SUFFIX,
+    StoredMessage,
+    Template,
+    decode,
+    encode,
+    shared_length,
+)
+
+from ..support import old_codec
 
 TID = "5d3c6a5e-2f43-4a4c-9a41-0f1a2b3c4d5e"
 BODY = b'[[2, 3], {}, {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
@@ -67,8 +77,11 @@ def test_defaults_are_left_out() -> None:
     raw = encode(message())
     meta, body = raw.split(b"\n", 1)
     assert TID not in raw.decode()  # the id is the entry's key, stored once elsewhere
-    # Only the slots: task, argsrepr, kwargsrepr, origin, reply_to, delivery_mode, routing key.
-    assert json.loads(meta) == ["proj.add", "(2, 3)", "{}", "gen42@host", "a1b2", 2, "celery", {"p": {"priority": 0}}]
+    # Only the layout and the slots: task, origin, reply_to, delivery_mode, routing key (shared
+    # by every message of a producer, task and queue), then argsrepr, kwargsrepr.
+    assert json.loads(meta) == [4, "proj.add", "gen42@host", "a1b2", 2, "celery", "(2, 3)", "{}",
+                                {"p": {"priority": 0}}]
+    assert raw[:shared_length(raw)] == b'[4,"proj.add","gen42@host","a1b2",2,"celery",'
     assert body == b"[[2, 3], {}"  # raw, without the embed suffix
     assert len(raw) < 110, len(raw)
 
@@ -140,7 +153,8 @@ def test_a_template_with_an_eta_encodes_each_tasks_own() -> None:
     b"", b"not json", b"[]\n", b'{"h": 1}\n', b'["t", "", "", "", null, 2, "q"]',  # no newline
     b'["t"]\nbody', b'[1, "", "", "", null, 2, "q"]\n', b'["t", "", "", "", null, 2, "q", []]\n',
     b'["t", "", "", "", null, 2, "q", {"h": 5}]\n', b'\xff\n', b'["t", "", "", "", "~abc", 2, "q"]\n',
-    b'["t", "", "", "", "~!!", 2, "q"]\n',
+    b'["t", "", "", "", "~!!", 2, "q"]\n', b'[4, "t", "", null, 2, "q", ""]\n', b'[5, "t", "", null, 2, "q", "", ""]\n',
+    b'[4, "t", "", null, 2, "q", "", "", {"m": ["nope"]}]\n', b'[4, 7, "", null, 2, "q", "", ""]\n', b'[]\n',
 ])
 def test_malformed_entries_raise_poison(raw: bytes) -> None:
     with pytest.raises(PoisonMessage, match="cannot be decoded"):
@@ -151,7 +165,7 @@ def test_a_uuid_reply_to_is_packed() -> None:
     reply_to = "e2703fd9-5749-32a0-b37c-9056a99b5c8a"
     raw = encode(message(properties={"correlation_id": TID, "reply_to": reply_to, "delivery_mode": 2}))
     meta = json.loads(raw.split(b"\n", 1)[0])
-    assert meta[4].startswith("~") and len(meta[4]) == 23 and reply_to.encode() not in raw
+    assert meta[3].startswith("~") and len(meta[3]) == 23 and reply_to.encode() not in raw
     assert decode(TID, raw).properties["reply_to"] == reply_to
 
 
@@ -168,3 +182,82 @@ def test_decoded_defaults_are_fresh_copies() -> None:
     first.headers["stamps"]["x"] = 1
     again = decode(TID, encode(message()))
     assert (again.headers["timelimit"], again.headers["stamps"]) == ([None, None], {})
+
+
+def _random_message(rnd: random.Random) -> StoredMessage:
+    """A message of a random shape: any header or property left out, changed or added, any routing."""
+    def text() -> str:
+        return "".join(rnd.choice(["a", "é", "日", "\n", '"', "\\", ",", "~", " ", "\ud800", "0"])
+                       for _ in range(rnd.randrange(0, 6)))
+
+    def value() -> object:
+        return rnd.choice([None, 0, 1, -3, 2.5, True, False, text(), [], {}, [None, None], {"k": [1, text()]}])
+
+    tid = rnd.choice([TID, "custom-id", "", "e2703fd9-5749-32a0-b37c-9056a99b5c8a", text()])
+    headers: dict[str, object] = dict(celery_headers(id=tid, root_id=rnd.choice([tid, "root", None])))
+    for key in list(headers):
+        roll = rnd.random()
+        if roll < 0.1:
+            del headers[key]
+        elif roll < 0.2:
+            headers[key] = value()
+    if rnd.random() < 0.3:
+        headers[text() or "x"] = value()
+    if rnd.random() < 0.5:
+        headers["eta"] = rnd.choice(["2031-05-01T12:00:00.250000+00:00", "2031-05-01T12:00:00+00:00", text()])
+    headers["task"] = rnd.choice(["proj.add", text() or "t"]) if rnd.random() < 0.95 else 4
+    properties: dict[str, object] = {"correlation_id": rnd.choice([tid, "other"]),
+                                     "reply_to": rnd.choice(["e2703fd9-5749-32a0-b37c-9056a99b5c8a", text(), None]),
+                                     "delivery_mode": rnd.choice([2, 1, None, "2"]), "priority": rnd.randrange(10)}
+    for key in list(properties):
+        if rnd.random() < 0.15:
+            del properties[key]
+    body = rnd.choice([BODY, b"[[1], {}" + EMBED_SUFFIX, bytes(rnd.randrange(256) for _ in range(rnd.randrange(20))),
+                       text().encode("utf-8", "surrogatepass")])
+    rk = rnd.choice(["celery", "", text()])
+    return StoredMessage(
+        task_id=tid, body=body, headers=headers,
+        content_type=rnd.choice(["application/json", "application/x-msgpack"]),
+        content_encoding=rnd.choice(["utf-8", "binary"]), properties=properties,
+        exchange=rnd.choice(["", "ex"]), routing_key=rk, queue=rnd.choice([rk, None, "q"]),
+    )
+
+
+def _decodable(msg: StoredMessage) -> bool:
+    return type(msg.headers.get("task")) is str
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_round_trip_is_exact_for_varied_messages(seed: int) -> None:
+    rnd = random.Random(seed)
+    for _ in range(50):
+        msg = _random_message(rnd)
+        if not _decodable(msg):
+            with pytest.raises(PoisonMessage):
+                decode(msg.task_id, encode(msg))
+            continue
+        raw = encode(msg)
+        assert decode(msg.task_id, raw) == msg
+        cut = shared_length(raw)
+        assert cut == 0 or raw.startswith(b"[4,")  # the shared prefix, when the slots allow one
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_entries_written_by_the_previous_layout_decode_the_same(seed: int) -> None:
+    rnd = random.Random(1000 + seed)
+    for _ in range(50):
+        msg = _random_message(rnd)
+        if not _decodable(msg):
+            continue
+        old = old_codec.encode(msg)  # type: ignore[arg-type]
+        assert not old.startswith(b"[4,") and shared_length(old) == 0
+        assert decode(msg.task_id, old) == msg
+
+
+def test_the_shared_prefix_is_the_same_for_every_call_of_a_producer() -> None:
+    one = encode(message())
+    other = encode(message(task_id="x", headers=celery_headers(id="x", root_id="x", argsrepr="(9, 9)"),
+                           properties={"correlation_id": "x", "reply_to": "a1b2", "delivery_mode": 2, "priority": 0},
+                           body=b"[[9, 9], {}" + EMBED_SUFFIX))
+    assert one[:shared_length(one)] == other[:shared_length(other)]
+    assert shared_length(one) > 0

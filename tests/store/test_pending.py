@@ -40,7 +40,7 @@ def test_replace_overwrites_a_pending_entry(store: Store) -> None:
 
 def test_keys_are_one_hash_slot_per_shard(store: Store) -> None:
     sk = store.keys.shard(3)
-    for key in (sk.due, sk.msg, sk.inflight, sk.lock, sk.epoch, sk.wake, sk.pending_keys, sk.id_keys):
+    for key in (sk.due, sk.msg, sk.shared, sk.inflight, sk.lock, sk.epoch, sk.wake, sk.pending_keys, sk.id_keys):
         assert key.startswith("{zt:3}:")
 
 
@@ -218,10 +218,11 @@ def test_the_largest_page_with_messages(store: Store) -> None:
     assert all(e.payload == f"p{e.task_id[3:]}".encode() for e in page.entries)
 
 
-def test_a_store_of_the_previous_format_is_read_and_upgraded(store: Store, r: redis.Redis) -> None:
-    from celery_zset_scheduler.model.keys import FORMAT_VERSION, UPGRADES_FROM
+@pytest.mark.parametrize("previous", [3, 2])
+def test_a_store_of_a_previous_format_is_read_and_upgraded(store: Store, r: redis.Redis, previous: int) -> None:
+    from celery_zset_scheduler.model.keys import FORMAT_VERSION
 
-    r.hset(store.keys.meta, mapping={"shards": store.shards, "version": UPGRADES_FROM})
+    r.hset(store.keys.meta, mapping={"shards": store.shards, "version": previous})
     sk = store.keys.shard(store.keys.shard_of("old"))
     r.zadd(sk.due, {"old": NOW})
     r.hset(sk.msg, "old", b"written by format 2")  # a value without the arrival stamp

@@ -21,11 +21,11 @@ import redis
 from kombu.transport.redis import Channel as RedisChannel
 
 from ...model.logs import log_event
-from ...store.fastpath import Routes
+from ...store.fastpath import FAST_PUSH, Routes
 
 RETRY_AFTER_S = 5.0  # after a failed detection (the broker was unreachable), try again this much later
 ROUTED_TYPES = ("direct", "topic")
-FIRST_KEY = 11  # the script's own keys come first (KEYS[1..10])
+FIRST_KEY = len(FAST_PUSH.keys) + 1  # the script's own keys come first (KEYS[1..11])
 
 
 class FastRoutes:

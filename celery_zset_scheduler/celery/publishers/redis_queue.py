@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 from kombu.transport.redis import Channel as RedisChannel
-from kombu.utils.json import dumps
+from kombu.utils.json import JSONEncoder
 
 from ...dispatch.handoff import Guard, Outgoing
 from ...model.codec import StoredMessage
@@ -128,6 +128,10 @@ def _watch_leases(pipe: Any, shards: list[int], guard: Guard) -> set[int]:
             lapsed.add(shard)
     return lapsed
 
+#: Kombu's ``dumps`` (``json.dumps(cls=JSONEncoder)``) with the encoder made once, not per message:
+#: the same text.
+_ENVELOPE_JSON = JSONEncoder().encode
+
 
 def _writes(built: list[tuple[int, int, str, list[str]]], lapsed: set[int],
             revoked: set[int]) -> dict[str, list[str]]:
@@ -161,4 +165,4 @@ def _build(producer: Any, channel: Any, m: StoredMessage,
     else:
         targets = [m.routing_key]
     level = channel._get_message_priority(message, reverse=False)
-    return level, dumps(message), targets
+    return level, _ENVELOPE_JSON(message), targets

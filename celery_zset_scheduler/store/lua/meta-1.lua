@@ -2,8 +2,8 @@
   Record the shard count and format version on first use and return the recorded ones.
 
   KEYS[1] meta  HASH
-  ARGV[1] shard count, ARGV[2] format version, ARGV[3] the previous format version, which this
-  client reads and so upgrades to ARGV[2] (clients of the previous version then refuse to start)
+  ARGV[1] shard count, ARGV[2] format version, ARGV[3..] the previous format versions, which this
+  client reads and so upgrades to ARGV[2] (clients of a previous version then refuse to start)
   Returns {recorded shard count, recorded format version, the count of a reshard under way or
   false, the count before the last reshard or false}.
 
@@ -12,9 +12,12 @@
 ]]
 local fields = {'shards', 'version', 'moving_to', 'resharded_from'}
 local recorded = redis.call('HMGET', KEYS[1], unpack(fields))
-if recorded[2] == ARGV[3] then
-  redis.call('HSET', KEYS[1], 'version', ARGV[2])
-  recorded[2] = ARGV[2]
+for i = 3, #ARGV do
+  if recorded[2] == ARGV[i] then
+    redis.call('HSET', KEYS[1], 'version', ARGV[2])
+    recorded[2] = ARGV[2]
+    break
+  end
 end
 if recorded[1] and recorded[2] then
   return recorded

@@ -1,9 +1,12 @@
 -- Kombu's Redis envelope of a stored entry, built inside Redis for the fast path.
 --
 -- The stored value is the codec's (model/codec.py): an optional arrival stamp (11 bytes after a
--- \1), then a JSON array (task, argsrepr, kwargsrepr, origin, reply_to packed as ~ + 22 base64url
--- characters when a UUID, delivery_mode, routing key, then an optional eta in epoch microseconds
--- and an optional extras object), a newline and the raw body. `build` returns the envelope (JSON)
+-- \1), then a JSON array (layout 2: task, argsrepr, kwargsrepr, origin, reply_to packed as ~ + 22
+-- base64url characters when a UUID, delivery_mode, routing key, then an optional eta in epoch
+-- microseconds and an optional extras object; layout 4: 4, task, origin, reply_to, delivery_mode,
+-- routing key, argsrepr, kwargsrepr, then the same), a newline and the raw body. Since format 4
+-- the part before argsrepr may be stored once per shard: the value is then \2, the prefix's 8-byte
+-- id in the shard's `shared` hash, and the rest (store/shared.py). `build` returns the envelope (JSON)
 -- and the KEYS indexes of the lists it goes to, or nil when the generic path must publish it: it
 -- never guesses, so anything it cannot rebuild exactly, or that a worker would refuse, goes there.
 local NULL = cjson.null
@@ -179,7 +182,7 @@ local function checked_headers(h, task_id)
   return true
 end
 
-local function new_envelopes(routes, tag)
+local function new_envelopes(routes, tag, shared_key)
   local accept = {}
   for _, ct in ipairs(routes.accept) do accept[ct] = true end
   local steps, queues, exchanges = routes.steps, routes.queues, routes.exchanges
@@ -271,8 +274,12 @@ local function new_envelopes(routes, tag)
     -- The common entry (no extras: Celery's default headers and properties, the default
     -- exchange), written as text: its JSON strings are copied as they are stored, so nothing is
     -- decoded and encoded again. Returns nil when the entry is not of this form.
-    local task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
-      '^%[("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),?(%d*)%]\n()', start)
+    local task, origin, reply_to, mode, rk, args, kwargs, eta, body_at = string.match(raw,
+      '^%[4,("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),("[^"]*"),("[^"]*"),?(%d*)%]\n()', start)
+    if not task then
+      task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
+        '^%[("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),?(%d*)%]\n()', start)
+    end
     if not task or not json_ok or task == '""' or rk == '""' then return nil end
     local escape = string.find(raw, '\\', start, true)
     if escape and escape < body_at then return nil end  -- an escaped quote would have misled the match
@@ -306,8 +313,21 @@ local function new_envelopes(routes, tag)
       '","delivery_info":{"exchange":"","routing_key":' .. rk .. '}}}', lists[step0]
   end
 
+  local prefixes = {}  -- shared prefix id -> its bytes (false: the shard does not have it), per call
+
   local function build(task_id, value)
     local start = (string.byte(value, 1) == 1 and #value >= 11) and 12 or 1
+    if string.byte(value, start) == 2 then
+      local sid = string.sub(value, start + 1, start + 8)
+      local prefix = prefixes[sid]
+      if prefix == nil then
+        prefix = redis.call('HGET', shared_key, sid) or false
+        prefixes[sid] = prefix
+      end
+      if not prefix then return nil end  -- the generic path dead-letters it
+      value = prefix .. string.sub(value, start + 9)
+      start = 1
+    end
     local fast_text, fast_key = lane(task_id, value, start)
     if fast_text then return fast_text, fast_key end
     local raw = value
@@ -317,7 +337,12 @@ local function new_envelopes(routes, tag)
     local meta_text = string.sub(raw, 1, nl - 1)
     if string.find(meta_text, '\\u[dD][89abAB]') then return nil end  -- surrogates: Python's
     local ok, meta = pcall(cjson.decode, meta_text)
-    if not ok or type(meta) ~= 'table' or #meta < 7 or #meta > 9 then return nil end
+    if not ok or type(meta) ~= 'table' then return nil end
+    if meta[1] == 4 then  -- layout 4: put its slots in layout 2's order
+      if #meta < 8 or #meta > 10 then return nil end
+      meta = {meta[2], meta[7], meta[8], meta[3], meta[4], meta[5], meta[6], meta[9], meta[10]}
+    end
+    if #meta < 7 or #meta > 9 then return nil end
     local eta_us, extras = nil, {}
     local rest = 8
     if type(meta[rest]) == 'number' then eta_us = meta[rest]; rest = rest + 1 end
