@@ -35,6 +35,7 @@
 --- @include "now"
 --- @include "forget_key"
 --- @include "call_sliced"
+--- @include "live_revokes"
 
 local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pending_keys, id_keys, wake, revoked, revoked_gen = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
@@ -47,11 +48,7 @@ local now = now_ms()
 local deadline = now + tonumber(ARGV[4])
 local items = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
 local ids, scores, payloads, orphans, dropped = {}, {}, {}, {}, {}
-local any_revoked = redis.call('ZCARD', revoked) > 0
-if any_revoked then
-  redis.call('ZREMRANGEBYSCORE', revoked, '-inf', now)
-  any_revoked = redis.call('ZCARD', revoked) > 0
-end
+local any_revoked = any_live_revokes(revoked, now)
 
 if #items > 0 then
   local found = {}

@@ -36,6 +36,7 @@
 --- @include "now"
 --- @include "forget_key"
 --- @include "call_sliced"
+--- @include "live_revokes"
 --- @include "envelope"
 
 local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -50,11 +51,7 @@ local now = now_ms()
 local deadline = now + tonumber(ARGV[4])
 local items = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
 local ids, scores, payloads, orphans, dropped, pushed_scores = {}, {}, {}, {}, {}, {}
-local any_revoked = redis.call('ZCARD', revoked) > 0
-if any_revoked then
-  redis.call('ZREMRANGEBYSCORE', revoked, '-inf', now)
-  any_revoked = redis.call('ZCARD', revoked) > 0
-end
+local any_revoked = any_live_revokes(revoked, now)
 
 if #items > 0 then
   -- Everything is read and built first, and only then written: a builder error (pcall) or a
