@@ -48,10 +48,8 @@ from kombu.entity import Exchange, Queue
 from ...dispatch.handoff import Guard, Outgoing, PublishReport
 from ...errors import ZSetSchedulerError
 from ...model.logs import log_event
-from .amqp_wire import ENCODING_ERRORS, Fates, FrameEncoder, PropertyEncoder, Returned, check_expiration
-from .envelope import kombu_expiration, outgoing
-
-_DELIVERY_MODES = {"transient": 1, "persistent": 2}
+from .amqp_templates import Templates
+from .amqp_wire import ENCODING_ERRORS, Fates, FrameEncoder, Returned
 
 
 class MessageReturned(ZSetSchedulerError):
@@ -90,7 +88,7 @@ class ConfirmPublisher:
         self._channel: Any = None
         self._declared: set[str] = set()  # queues declared on the current channel
         self._exchanges: set[str] = set()  # exchanges known to exist on the current channel
-        self._property_encoder = PropertyEncoder()
+        self._templates = Templates()  # the encoded properties of each shape of message, kept across batches
         self._next_tag = 1
         # Per batch: unsettled tag -> index; tags in publish order (for multiple acks); per
         # (exchange, routing key, id) the unsettled tags (a basic.return carries no tag).
@@ -129,7 +127,8 @@ class ConfirmPublisher:
             channel = self._open_channel_alive()
             channel, missing = self._declare(channel, batch)
             conn = channel.connection
-            encoder = FrameEncoder(channel.channel_id, conn.frame_max, self._property_encoder)
+            encoder = FrameEncoder(channel.channel_id, conn.frame_max, self._templates.plain)
+            properties = self._templates.encode
             buffered: list[bytes] = []
             size = since_drain = 0
             ours: dict[int, bool] = {}  # shard -> lease still ours, checked again before each write
@@ -154,8 +153,7 @@ class ConfirmPublisher:
                             f"exchange {m.exchange!r} does not exist in RabbitMQ: declare it, then requeue")
                         continue
                     try:
-                        frames = encoder.publish(m.exchange, m.routing_key, self.mandatory, m.body,
-                                                 self._properties(item))
+                        frames = encoder.frames(m.exchange, m.routing_key, self.mandatory, m.body, properties(m))
                     except ENCODING_ERRORS as exc:  # nothing written: the batch goes on
                         fates.refused[index] = exc
                         continue
@@ -191,20 +189,6 @@ class ConfirmPublisher:
             self._reset_batch()
             self._fates = None
         return fates
-
-    def _properties(self, item: Outgoing) -> dict[str, Any]:
-        """The AMQP properties Kombu's ``Producer.publish`` would give the stored message."""
-        m = item.message
-        headers, properties, expiration = outgoing(m)
-        mode = properties.get("delivery_mode")
-        properties["delivery_mode"] = _DELIVERY_MODES.get(mode, mode) if mode is not None else 2
-        if expiration is not None:
-            properties["expiration"] = kombu_expiration(expiration)
-        check_expiration(properties.get("expiration"))
-        properties["content_type"] = m.content_type
-        properties["content_encoding"] = m.content_encoding
-        properties["application_headers"] = headers
-        return properties
 
     def _register(self, index: int, exchange: str, routing_key: str, task_id: str) -> None:
         tag = self._next_tag

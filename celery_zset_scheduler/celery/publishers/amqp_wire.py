@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqp import spec
+from amqp.serialization import dumps
 
 #: What py-amqp raises for a value it cannot encode, before anything is written.
 ENCODING_ERRORS = (TypeError, ValueError, struct.error, UnicodeError, OverflowError)
@@ -85,6 +86,10 @@ _I32 = struct.Struct(">ci").pack
 _I64 = struct.Struct(">cq").pack
 _F64 = struct.Struct(">cd").pack
 _CACHE_MAX = 8192
+_FRAME_HEAD = struct.Struct(">BHI").pack
+_HEADER = struct.Struct(">HHQ").pack
+_BASIC = spec.Basic.Publish[0]
+_PUBLISH = struct.pack(">HH", *spec.Basic.Publish)
 
 
 class PropertyEncoder:
@@ -179,22 +184,27 @@ class FrameEncoder:
         self.properties = properties or PropertyEncoder()
 
     def _frame(self, kind: int, payload: bytes) -> bytes:
-        return struct.pack(">BHI", kind, self.channel_id, len(payload)) + payload + _FRAME_END
+        return _FRAME_HEAD(kind, self.channel_id, len(payload)) + payload + _FRAME_END
 
     def publish(self, exchange: str, routing_key: str, mandatory: bool, body: bytes,
                 properties: dict[str, Any]) -> bytes:
         """The frames of one message: its body and its AMQP properties (``application_headers``
         for the headers), as py-amqp's ``Message`` takes them."""
-        from amqp.serialization import dumps
+        return self.frames(exchange, routing_key, mandatory, body, self.properties.encode(properties))
 
+    def frames(self, exchange: str, routing_key: str, mandatory: bool, body: bytes, encoded: bytes) -> bytes:
+        """The same, with the properties already encoded (flags and values, as
+        :meth:`PropertyEncoder.encode` gives them)."""
         key = (exchange, routing_key, mandatory)
         method = self._methods.get(key)
         if method is None:  # the same for every message to one exchange and routing key
             args = dumps("Bssbb", (0, exchange, routing_key, mandatory, False))
-            method = self._methods[key] = self._frame(1, struct.pack(">HH", *spec.Basic.Publish) + args)
-        header = struct.pack(">HHQ", spec.Basic.Publish[0], 0, len(body)) + self.properties.encode(properties)
-        parts = [method, self._frame(2, header)]
+            method = self._methods[key] = self._frame(1, _PUBLISH + args)
+        header = _HEADER(_BASIC, 0, len(body)) + encoded
         chunk = self.chunk
+        if len(body) <= chunk:  # the usual case: one body frame
+            return b"".join((method, self._frame(2, header), self._frame(3, body)))
+        parts = [method, self._frame(2, header)]
         for i in range(0, len(body), chunk):
             parts.append(self._frame(3, body[i:i + chunk]))
         return b"".join(parts)

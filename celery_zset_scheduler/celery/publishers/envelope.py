@@ -30,13 +30,18 @@ def outgoing(m: StoredMessage, now: float | None = None) -> tuple[dict[str, Any]
         headers[ZSET_ETA] = eta
         headers["eta"] = None
     properties = publishable(m.properties)  # entries stored by older versions may hold publish arguments
-    expiration = properties.pop("expiration", None)
-    expires = headers.get("expires")
+    expiration = expiration_of(properties.pop("expiration", None), headers.get("expires"), now)
+    return headers, properties, expiration
+
+
+def expiration_of(stored: Any, expires: Any, now: float | None = None) -> float | None:
+    """The TTL in seconds to publish with: what is left until ``expires`` when it can be read,
+    else the stored ``expiration`` property (a TTL from the moment the message is queued)."""
     if expires:
         left = expires_in(expires, time.time() if now is None else now)
         if left is not None:
-            expiration = left
-    return headers, properties, None if expiration is None else float(expiration)
+            return left
+    return None if stored is None else float(stored)
 
 
 def expires_in(expires: Any, now: float) -> float | None:
