@@ -17,6 +17,7 @@ from ..dispatch.handoff import Publisher
 from ..dispatch.loop import Dispatcher
 from ..dispatch.observer import Observer, Observers
 from ..dispatch.periodic import periodic_step
+from ..dispatch.pipelined import pipelined
 from ..errors import ConfigurationError
 from ..model.logs import log_event
 from .messages import MessageCheck
@@ -65,7 +66,9 @@ def build_dispatcher(
     def revoked(ids: list[str]) -> None:
         mark_revoked(app, ids)
 
-    if s.fast_path == "auto" and not isinstance(publisher, ConfirmPublisher):
+    if isinstance(publisher, ConfirmPublisher):  # its confirms come in while the next batch is claimed
+        handoff = pipelined(publisher, check=check, revoked=revoked)
+    elif s.fast_path == "auto":
         handoff = fast(publisher, FastRoutes(app, inst.store.client, check.allowed), check=check, revoked=revoked)
     else:
         handoff = generic(publisher, check=check, revoked=revoked)

@@ -115,6 +115,12 @@ class GenericHandOff:
 
     def dispatch(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None = None) -> Pass:
         self._retry = set()
+        passed, ready = self._prepare(fences, waiting)
+        error = self._hand_over(self._keep_fresh(ready))
+        return Pass(passed.shards, passed.sent_at, passed.answered_at, error, frozenset(self._retry))
+
+    def _prepare(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None) -> tuple[Pass, list[Item]]:
+        """Claim, decode and check, and order: the pass, and what it may publish now."""
         passed, claimed, cutoffs = self._claim(fences)
         # A shard left out of the pass (not due yet by the loop's estimate) may be due by the clock
         # these claims read (a slow round trip): what is due at or after its earliest entry waits.
@@ -126,18 +132,22 @@ class GenericHandOff:
         self._held = [i for i in items if i.entry.due_ms > cutoff]
         if self._held:  # claim the shards that set the cutoff again at once: they free what is held
             self._retry.update(shard for covered, shard in cutoffs if covered == cutoff)
-        ready = self._keep_fresh(ready)
-        error: BaseException | None = None
-        if ready:
-            started = time.monotonic()
-            gens: dict[int, int] = {}
-            for i in ready:
-                gens[i.entry.shard] = min(i.entry.revoke_gen, gens.get(i.entry.shard, i.entry.revoke_gen))
-            guard = LeaseGuard(self.env, {i.entry.shard: i.fence for i in ready}, gens)
-            report = self.publisher.publish([Outgoing(i.message, i.entry.shard) for i in ready], guard)
-            self._settle_report(ready, report, started)
-            error = report.error
-        return Pass(passed.shards, passed.sent_at, passed.answered_at, error, frozenset(self._retry))
+        return passed, ready
+
+    def _guard(self, ready: list[Item]) -> LeaseGuard:
+        gens: dict[int, int] = {}
+        for i in ready:
+            gens[i.entry.shard] = min(i.entry.revoke_gen, gens.get(i.entry.shard, i.entry.revoke_gen))
+        return LeaseGuard(self.env, {i.entry.shard: i.fence for i in ready}, gens)
+
+    def _hand_over(self, ready: list[Item]) -> BaseException | None:
+        """Publish ``ready`` and settle the report; the outage that stopped it, if any."""
+        if not ready:
+            return None
+        started = time.monotonic()
+        report = self.publisher.publish([Outgoing(i.message, i.entry.shard) for i in ready], self._guard(ready))
+        self._settle_report(ready, report, started)
+        return report.error
 
     def settle(self, *, acks: bool = True) -> None:
         if acks and self._held:  # not published yet: back to due, to be claimed again in due order

@@ -95,6 +95,26 @@ class Publisher(Protocol):
     def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport: ...
 
 
+class InFlight(Protocol):
+    """A batch written to the broker, its confirms still coming in."""
+
+    def settled(self) -> bool:
+        """Nothing is left to wait for (every message confirmed, or the batch failed)."""
+        ...
+
+    def finish(self) -> PublishReport:
+        """Wait for the rest of the confirms (within the publisher's timeout); the report."""
+        ...
+
+
+class PipelinedPublisher(Publisher, Protocol):
+    """A publisher whose batches can be written now and confirmed later: the dispatcher claims
+    the next batch while the broker confirms this one (:mod:`.pipelined`). ``begin`` checks the
+    guard as ``publish`` does, right before each write; one batch is in flight at a time."""
+
+    def begin(self, batch: Sequence[Outgoing], guard: Guard) -> InFlight: ...
+
+
 @dataclass(frozen=True)
 class ShardPass:
     """What one pass did on one shard."""

@@ -101,28 +101,30 @@ class ConfirmPublisher:
     # -- the Publisher protocol ------------------------------------------------------------------
 
     def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport:
-        lapsed: set[int] = set()
-        revoked: set[int] = set()
-        fates = self.publish_fates(batch, guard, lapsed, revoked)
-        unpublishable: dict[int, BaseException] = dict(fates.refused)
-        for i, r in fates.returned.items():
-            unpublishable[i] = MessageReturned(
-                f"RabbitMQ returned the message ({r.reply_code} {r.reply_text}): exchange {r.exchange!r} "
-                f"routes routing key {r.routing_key!r} to no queue; bind a queue, then requeue it")
-        again = frozenset([*fates.unconfirmed, *fates.not_sent, *fates.nacked])
-        error = fates.error
-        if error is None and fates.nacked:
-            error = BrokerRefused(f"RabbitMQ refused (nacked) {len(fates.nacked)} of {len(batch)} messages")
-        return PublishReport(len(batch), error, unpublishable, frozenset(lapsed), frozenset(revoked), again)
+        return self.begin(batch, guard).finish()
+
+    def begin(self, batch: Sequence[Outgoing], guard: Guard) -> Batch:
+        """Write ``batch`` (the guard checked right before each write) and return without waiting
+        for its last confirms: :meth:`Batch.finish` waits for them. One batch at a time."""
+        if self._fates is not None:
+            raise RuntimeError("the batch before is still in flight: finish it first")
+        return self._begin(batch, guard)
 
     # -- one batch -------------------------------------------------------------------------------
 
     def publish_fates(self, batch: Sequence[Outgoing], guard: Guard, lapsed: set[int], revoked: set[int]) -> Fates:
         """Publish ``batch`` and wait for its confirms; never raises for a broker failure (it is
         ``fates.error``, and the messages it concerns are ``unconfirmed``/``not_sent``)."""
+        written = self._begin(batch, guard, lapsed, revoked)
+        return self._finish(written)
+
+    def _begin(self, batch: Sequence[Outgoing], guard: Guard, lapsed: set[int] | None = None,
+               revoked: set[int] | None = None) -> Batch:
         fates = self._fates = Fates(len(batch))
+        written = Batch(self, len(batch), fates, set() if lapsed is None else lapsed,
+                        set() if revoked is None else revoked)
+        lapsed, revoked = written.lapsed, written.revoked
         self._reset_batch()
-        reached = 0  # messages before this index have a fate other than not_sent
         try:
             channel = self._open_channel_alive()
             channel, missing = self._declare(channel, batch)
@@ -136,7 +138,7 @@ class ConfirmPublisher:
                 chunk = batch[start:start + self.check_every]
                 revoked.update(start + n for n in guard.revoked(chunk))
                 for index, item in enumerate(chunk, start):
-                    reached = index + 1
+                    written.reached = index + 1
                     if index in revoked:
                         fates.held.append(index)
                         continue
@@ -174,8 +176,22 @@ class ConfirmPublisher:
                         since_drain = 0
             if buffered:
                 self._write(conn, buffered)
-            self._wait_until(lambda: not self._pending)
+            self._drain_nowait()  # the confirms already in: a batch may be settled at once
         except Exception as exc:  # connection or channel errors, a confirm timeout, the store (revokes)
+            fates.error = exc
+            self._forget_channel()
+        written.written_at = time.monotonic()
+        return written
+
+    def _finish(self, written: Batch) -> Fates:
+        """Wait for the batch's last confirms (``confirm_timeout`` from its last write); its fates."""
+        fates = written.fates
+        if self._fates is not fates:
+            raise RuntimeError("this batch was finished already")
+        try:
+            if fates.error is None:
+                self._wait_until(lambda: not self._pending, written.written_at + self.confirm_timeout)
+        except Exception as exc:  # connection or channel errors, a confirm timeout
             fates.error = exc
             self._forget_channel()
         finally:
@@ -185,7 +201,7 @@ class ConfirmPublisher:
                     fates.returned[index] = returned
                 else:
                     fates.unconfirmed.append(index)
-            fates.not_sent.extend(range(reached, len(batch)))
+            fates.not_sent.extend(range(written.reached, written.size))
             self._reset_batch()
             self._fates = None
         return fates
@@ -347,9 +363,9 @@ class ConfirmPublisher:
             except TimeoutError:
                 return
 
-    def _wait_until(self, done: Callable[[], bool]) -> None:
+    def _wait_until(self, done: Callable[[], bool], deadline: float | None = None) -> None:
         conn = self._channel.connection
-        deadline = time.monotonic() + self.confirm_timeout
+        deadline = time.monotonic() + self.confirm_timeout if deadline is None else deadline
         while not done():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -364,3 +380,41 @@ class ConfirmPublisher:
         self._order.clear()
         self._by_key.clear()
         self._returned.clear()
+
+
+class Batch:
+    """A batch written by :meth:`ConfirmPublisher.begin`, its confirms coming in (``InFlight``)."""
+
+    def __init__(self, publisher: ConfirmPublisher, size: int, fates: Fates, lapsed: set[int],
+                 revoked: set[int]) -> None:
+        self.publisher = publisher
+        self.size = size
+        self.fates = fates
+        self.lapsed = lapsed
+        self.revoked = revoked
+        self.reached = 0  # messages before this index have a fate other than not_sent
+        self.written_at = time.monotonic()
+        self._report: PublishReport | None = None
+
+    def settled(self) -> bool:
+        return self.fates.error is not None or not self.publisher._pending
+
+    def finish(self) -> PublishReport:
+        """The report (waiting for the last confirms first); the same report when asked again."""
+        if self._report is None:
+            self._report = report(self.publisher._finish(self), self.size, self.lapsed, self.revoked)
+        return self._report
+
+
+def report(fates: Fates, size: int, lapsed: set[int], revoked: set[int]) -> PublishReport:
+    """The dispatcher's report of a batch's fates."""
+    unpublishable: dict[int, BaseException] = dict(fates.refused)
+    for i, r in fates.returned.items():
+        unpublishable[i] = MessageReturned(
+            f"RabbitMQ returned the message ({r.reply_code} {r.reply_text}): exchange {r.exchange!r} "
+            f"routes routing key {r.routing_key!r} to no queue; bind a queue, then requeue it")
+    again = frozenset([*fates.unconfirmed, *fates.not_sent, *fates.nacked])
+    error = fates.error
+    if error is None and fates.nacked:
+        error = BrokerRefused(f"RabbitMQ refused (nacked) {len(fates.nacked)} of {size} messages")
+    return PublishReport(size, error, unpublishable, frozenset(lapsed), frozenset(revoked), again)

@@ -1,0 +1,79 @@
+"""The generic hand-off with the broker's confirms of one batch overlapping the next claim.
+
+With a publisher that waits for the broker's confirms (RabbitMQ), a pass of the generic hand-off
+is claim, decode, write, wait: the broker is idle while the dispatcher claims and decodes, and the
+dispatcher while the broker stores and confirms. Here a pass writes its batch and returns; the
+next pass claims and decodes its own batch first, then collects the confirms of the one before
+(most of them have arrived meanwhile), settles its report, and only then writes the new batch:
+
+1. claim batch N+1 (carrying the acks of batch N-1, confirmed in the pass before), decode, check;
+2. finish batch N: wait for its last confirms, settle its report (confirmed entries acked with the
+   next claim; unconfirmed, nacked and unsent ones back to ``due``; returned ones dead-lettered);
+3. if the broker failed, batch N+1 goes back to ``due`` unwritten and the pass reports the outage;
+   else batch N+1 is checked (its claims still fresh, the leases ours) and written.
+
+The rules of the generic hand-off hold unchanged: an entry is acked in the store only once the
+broker confirmed it, each shard's lease and the revoke records are checked right before each write,
+and each entry goes out at most once per claim. What changes is when: a batch's entries stay in
+flight until the pass after the one that wrote them, or until ``settle`` (before the dispatcher
+sleeps, at each heartbeat, on shutdown), which finishes the batch in flight first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from ..store.claims import Fence
+from .generic import Check, GenericHandOff, Item, Revoked
+from .handoff import Env, HandOffFactory, InFlight, Outgoing, Pass, PipelinedPublisher
+
+
+def pipelined(publisher: PipelinedPublisher, check: Check | None = None,
+              revoked: Revoked | None = None) -> HandOffFactory:
+    """The factory a dispatcher calls with its environment."""
+    return lambda env: PipelinedHandOff(env, publisher, check, revoked)
+
+
+class PipelinedHandOff(GenericHandOff):
+    def __init__(self, env: Env, publisher: PipelinedPublisher, check: Check | None = None,
+                 revoked: Revoked | None = None) -> None:
+        super().__init__(env, publisher, check, revoked)
+        self.pipelined = publisher
+        self._in_flight: tuple[list[Item], InFlight, float] | None = None  # items, batch, started
+
+    def dispatch(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None = None) -> Pass:
+        self._retry = set()
+        passed, ready = self._prepare(fences, waiting)
+        try:
+            error = self._finish()
+        except Exception:  # the store failed settling it: this batch waits, claimed, for the next pass
+            self._held = ready + self._held
+            raise
+        if error is not None:  # an outage: nothing more is written into it
+            if ready:
+                self._release([i.entry for i in ready])
+        else:
+            ready = self._keep_fresh(ready)
+            if ready:
+                started = time.monotonic()
+                batch = self.pipelined.begin([Outgoing(i.message, i.entry.shard) for i in ready], self._guard(ready))
+                self._in_flight = (ready, batch, started)
+                if batch.settled():  # failed while writing (or all confirmed already): settle it now
+                    error = self._finish()
+        return Pass(passed.shards, passed.sent_at, passed.answered_at, error, frozenset(self._retry))
+
+    def settle(self, *, acks: bool = True) -> None:
+        if acks:  # before sleeping, at a heartbeat, on shutdown: the batch in flight first
+            self._finish()
+        super().settle(acks=acks)
+
+    def _finish(self) -> BaseException | None:
+        """Settle the batch in flight, if any; the outage that stopped it, if any."""
+        if self._in_flight is None:
+            return None
+        items, batch, started = self._in_flight
+        self._in_flight = None
+        report = batch.finish()
+        self._settle_report(items, report, started)
+        return report.error
