@@ -147,6 +147,7 @@ class Env:
     config: DispatcherConfig
     lease_valid: Callable[[int, float], bool]  # (shard, monotonic now): still safely ours
     fences: Callable[[], list[Fence]]  # the leases held right now
+    stopping: Callable[[], bool] = lambda: False  # the dispatcher is shutting down
 
 
 class HandOff(Protocol):

@@ -78,6 +78,7 @@ class Dispatcher:
             claims=self.claims, dead_letters=dead_letters or DeadLetters(store.client, store.keys),
             observer=self.observer, meter=self.leadership.meter, clock=self.clock, config=self.config,
             lease_valid=self._lease_valid, fences=lambda: [lease.fence for lease in self.leadership.owned.values()],
+            stopping=lambda: self._stop.is_set(),
         )
         self.handoff = (handoff or generic(publisher))(env)  # type: ignore[arg-type]
         self._stop = threading.Event()

@@ -16,7 +16,8 @@ The rules of the generic hand-off hold unchanged: an entry is acked in the store
 broker confirmed it, each shard's lease and the revoke records are checked right before each write,
 and each entry goes out at most once per claim. What changes is when: a batch's entries stay in
 flight until the pass after the one that wrote them, or until ``settle`` (before the dispatcher
-sleeps, at each heartbeat, on shutdown), which finishes the batch in flight first.
+sleeps, on shutdown, and at a heartbeat unless the pass that wrote it claimed a full batch: the
+next pass then follows at once), which finishes the batch in flight first.
 """
 
 from __future__ import annotations
@@ -41,10 +42,13 @@ class PipelinedHandOff(GenericHandOff):
         super().__init__(env, publisher, check, revoked)
         self.pipelined = publisher
         self._in_flight: tuple[list[Item], InFlight, float] | None = None  # items, batch, started
+        self._busy = False  # the last pass claimed a full batch: the loop passes again at once
 
     def dispatch(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None = None) -> Pass:
         self._retry = set()
         passed, ready = self._prepare(fences, waiting)
+        size = self.env.config.batch_size
+        self._busy = self.holding or any(p.claimed >= size for p in passed.shards.values() if p.error is None)
         try:
             error = self._finish()
         except Exception:  # the store failed settling it: this batch waits, claimed, for the next pass
@@ -65,7 +69,12 @@ class PipelinedHandOff(GenericHandOff):
 
     def settle(self, *, acks: bool = True) -> None:
         if acks:  # before sleeping, at a heartbeat, on shutdown: the batch in flight first
-            self._finish()
+            if self._busy and not self.env.stopping():
+                # A heartbeat between two full passes: the next pass follows at once and finishes
+                # the batch (the broker goes on confirming it meanwhile); or the next settle does.
+                self._busy = False
+            else:
+                self._finish()
         super().settle(acks=acks)
 
     def _finish(self) -> BaseException | None:
