@@ -19,10 +19,11 @@ from typing import Any
 
 from kombu.common import Broadcast
 from kombu.compression import compress
+from kombu.compression import decompress as kombu_decompress
 from kombu.entity import Exchange
 from kombu.exceptions import EncodeError
 from kombu.messaging import Producer
-from kombu.serialization import dumps, registry
+from kombu.serialization import dumps, loads, registry
 
 from ..errors import NotSerializable
 from ..model.codec import StoredMessage
@@ -179,8 +180,6 @@ def received(message: Any, task_id: str | None = None) -> StoredMessage:
 
 def decompress(body: bytes, compression: str) -> bytes:
     """Kombu's decompression, for the views of stored and dead-lettered messages."""
-    from kombu.compression import decompress as kombu_decompress
-
     result: bytes = kombu_decompress(body, compression)
     return result
 
@@ -198,9 +197,6 @@ class MessageCheck:
         self.allowed = {registry.name_to_type.get(n, n) for n in accept}
 
     def __call__(self, message: StoredMessage) -> str | None:
-        from kombu.compression import decompress as kombu_decompress
-        from kombu.serialization import loads
-
         if message.content_type not in self.allowed:
             return (f"content type {message.content_type!r} is not in zset_scheduler_accept_content "
                     f"({', '.join(sorted(self.accept))}): a worker would discard it")
