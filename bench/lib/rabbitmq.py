@@ -10,6 +10,7 @@ deleted instead). The store is the benchmark's Redis.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -67,6 +68,9 @@ def _one(store_url: str, broker_url: str, queue_type: str, report: Report, count
     try:
         say(f"RabbitMQ {queue_type}: plain apply_async() x{calls:,} ...")
         plain = scheduling.apply_async(env.plain, calls, None)
+        # apply_async() returns once its message is written, not once RabbitMQ queued it: a purge
+        # right away can miss the last ones, which would then be counted with the dispatched tasks.
+        _wait_for_count(env, calls + 1)  # and the warm-up call
         _purge(env)
         say(f"RabbitMQ {queue_type}: one dispatcher with confirms draining {count:,} due tasks ...")
         drained = dispatching.dispatch_rate(env, count)
@@ -90,6 +94,14 @@ def _count(env: BenchEnv) -> int:
     with Connection(env.broker_url) as conn:
         _, n, _ = conn.default_channel.queue_declare(queue=env.queue, passive=True)
         return int(n)
+
+
+def _wait_for_count(env: BenchEnv, expected: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _count(env) < expected:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"RabbitMQ holds {_count(env)} of the {expected} messages apply_async() sent")
+        time.sleep(0.05)
 
 
 def _purge(env: BenchEnv) -> None:
