@@ -36,9 +36,10 @@ from ..model.periodic import (
     state_to_json,
 )
 from ..store.periodic import EntryRecord, Occurrence, PeriodicStore, WriteMode, write_call
+from .fire_times import first_run_ms
 from .periodic_entries import Templates, app_zone, build_template, normalized
 from .periodic_times import backfill_times, initial_next
-from .schedules import first_run_ms, spec_of
+from .schedules import spec_of
 from .state import ensure_installation
 
 __all__ = [

@@ -34,7 +34,8 @@ from ..model.periodic import (
 )
 from ..settings import Settings
 from ..store.periodic import DueEntry, Firing, Occurrence
-from .schedules import bounded_next, due_times, zone_name
+from .fire_times import bounded_next, due_times
+from .schedules import zone_name
 
 #: An entry that cannot be read is looked at again this much later (and logged each time).
 RETRY_UNREADABLE_MS = 60_000

@@ -102,7 +102,7 @@ def test_solar_next_occurrence_across_dst_is_a_solar_day_later() -> None:
     p = planner()
     # The sunrise before the spring change in Berlin, then the one after it.
     before = datetime(2025, 3, 29, 4, 0, tzinfo=timezone.utc)
-    from celery_zset_scheduler.celery.schedules import next_fire_ms
+    from celery_zset_scheduler.celery.fire_times import next_fire_ms
 
     first = next_fire_ms(entry.schedule, ms(before), "Europe/Berlin")
     assert first is not None
