@@ -29,15 +29,8 @@ from celery.utils.time import remaining
 
 from ..errors import ConfigurationError
 from ..model.firing import decide
-from ..model.periodic import (
-    MAX_CATCHUP,
-    PeriodicEntry,
-    PeriodicState,
-    disabled_state,
-    iso_to_ms,
-    normalize_schedule,
-    within_bounds,
-)
+from ..model.periodic import MAX_CATCHUP, PeriodicEntry, PeriodicState, disabled_state, iso_to_ms, within_bounds
+from ..model.periodic_checks import normalize_schedule
 from .cron import HOUR_MS, cron_between, cron_next, cron_of, dt_ms, ms_dt, zone_info
 from .schedules import solar_schedule
 

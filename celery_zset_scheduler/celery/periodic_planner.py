@@ -23,15 +23,8 @@ from ..dispatch.periodic import Planned
 from ..errors import ZSetSchedulerError
 from ..model.firing import decide
 from ..model.logs import log_event
-from ..model.periodic import (
-    ENTRY_FORMAT_VERSION,
-    STATE_FORMAT_VERSION,
-    PeriodicEntry,
-    PeriodicEntryError,
-    PeriodicState,
-    iso_to_ms,
-    state_to_json,
-)
+from ..model.periodic import PeriodicEntry, PeriodicEntryError, PeriodicState, iso_to_ms
+from ..model.periodic_json import ENTRY_FORMAT_VERSION, STATE_FORMAT_VERSION, state_to_json
 from ..settings import Settings
 from ..store.periodic import DueEntry, Firing, Occurrence
 from .fire_times import bounded_next, due_times

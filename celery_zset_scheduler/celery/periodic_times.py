@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..errors import ConfigurationError
-from ..model.periodic import PeriodicEntry, PeriodicState, iso_to_ms, normalize_schedule, within_bounds
+from ..model.periodic import PeriodicEntry, PeriodicState, iso_to_ms, within_bounds
+from ..model.periodic_checks import normalize_schedule
 from .fire_times import bounded_next, first_run_ms, occurrences
 
 #: Most occurrences one backfill stores (a longer range is backfilled a part at a time).

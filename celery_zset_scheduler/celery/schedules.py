@@ -1,7 +1,7 @@
 """Schedule specs <-> Celery's schedule classes, and their validation.
 
 A *spec* is the JSON form of a schedule kept in :class:`~celery_zset_scheduler.model.periodic.PeriodicEntry`
-(forms in :func:`~celery_zset_scheduler.model.periodic.normalize_schedule`). Instants are int ms (UTC).
+(forms in :func:`~celery_zset_scheduler.model.periodic_checks.normalize_schedule`). Instants are int ms (UTC).
 
 The fire times of a spec: :mod:`.fire_times` (crontabs: :mod:`.cron`).
 """
@@ -16,7 +16,8 @@ from typing import Any
 from celery.schedules import BaseSchedule, crontab, schedstate, schedule, solar
 
 from ..errors import ConfigurationError
-from ..model.periodic import PeriodicEntry, PeriodicEntryError, ms_to_iso, normalize_schedule, validate
+from ..model.periodic import PeriodicEntry, PeriodicEntryError, ms_to_iso
+from ..model.periodic_checks import normalize_schedule, validate
 from .cron import CRON_FIELDS, dt_ms, parse_cron, parse_iso, zone_info
 
 __all__ = [
@@ -227,7 +228,7 @@ def _cron_problem(*fields: str) -> tuple[str, str | None] | None:
 
 
 def validate_entry(entry: PeriodicEntry) -> None:
-    """:func:`~celery_zset_scheduler.model.periodic.validate` plus :func:`validate_spec`."""
+    """:func:`~celery_zset_scheduler.model.periodic_checks.validate` plus :func:`validate_spec`."""
     validate(entry)
     validate_spec(entry.schedule, entry.name)
 

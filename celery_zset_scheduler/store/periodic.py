@@ -50,7 +50,7 @@ class DueEntry:
 
     name: str
     look_ms: int  # its score in ``next``
-    plan: bytes  # the fields that decide when it fires (model.periodic.split_entry)
+    plan: bytes  # the fields that decide when it fires (model.periodic_json.split_entry)
     state: bytes
     mark: bytes  # the overlap mark (b"" for none)
     outstanding_until: int | None  # while its last tracked occurrence counts as pending or running

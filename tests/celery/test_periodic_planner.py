@@ -10,15 +10,8 @@ import pytest
 from celery import Celery
 
 from celery_zset_scheduler.celery.periodic_planner import CeleryPlanner
-from celery_zset_scheduler.model.periodic import (
-    PeriodicEntry,
-    PeriodicState,
-    iso_to_ms,
-    occurrence_id,
-    split_entry,
-    state_from_json,
-    state_to_json,
-)
+from celery_zset_scheduler.model.periodic import PeriodicEntry, PeriodicState, iso_to_ms, occurrence_id
+from celery_zset_scheduler.model.periodic_json import split_entry, state_from_json, state_to_json
 from celery_zset_scheduler.settings import Settings
 from celery_zset_scheduler.store.periodic import DueEntry
 
