@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -80,7 +81,9 @@ def worker_rss(env: BenchEnv, plugin: bool, backlog: int, say: Callable[[str], N
     cmd = [sys.executable, "-m", "celery", "-A", "bench.lib.worker_app", "worker", "--pool", "prefork",
            "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
            "--without-heartbeat", "-Q", env.queue]
-    proc = subprocess.Popen(cmd, env=vars_, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    # The worker's log goes to a file: a pipe nobody reads would block the worker once it is full.
+    log = tempfile.NamedTemporaryFile(prefix="zbench-worker-", suffix=".log", delete=False)  # noqa: SIM115
+    proc = subprocess.Popen(cmd, env=vars_, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
         say(f"{label} worker (pid {proc.pid}): waiting until it runs a probe task")
@@ -96,19 +99,24 @@ def worker_rss(env: BenchEnv, plugin: bool, backlog: int, say: Callable[[str], N
             apply_async(env.plain, backlog, 3600)
             # plus the warm-up call apply_async makes: backlog + 1 held
             _wait(f"the worker to hold {backlog:,} ETA tasks",
-                  lambda: client.llen(env.queue) == 0 and client.hlen("unacked") >= backlog, timeout, proc)
+                  _all_held_or_stalled(client, env.queue, backlog), timeout, proc)
         time.sleep(2.0)  # let the worker settle (timers, prefetch bookkeeping)
         held = int(client.hlen("unacked"))
+        left = int(client.llen(env.queue))
         rss = tree_rss_kb(proc.pid)
         result = {
             "worker": label, "backlog": backlog, "idle_rss_mb": round(idle / 1024, 1), "rss_mb": round(rss / 1024, 1),
-            "per_waiting_task_b": round((rss - idle) * 1024 / backlog, 1), "held_by_worker": held,
+            "per_waiting_task_b": round((rss - idle) * 1024 / max(held, 1), 1) if not plugin
+            else round((rss - idle) * 1024 / backlog, 1),
+            "held_by_worker": held, "left_in_queue": left,
             "processes": 1 + len(children(proc.pid)), "seconds_to_backlog": round(time.monotonic() - started, 1),
             "load": load(),
         }
         say(f"{label} worker with {backlog:,} waiting: {result['rss_mb']:,} MB "
-            f"({result['per_waiting_task_b']:,} B a waiting task), holding {held:,}")
+            f"({result['per_waiting_task_b']:,} B a waiting task), holding {held:,}, {left:,} left in the queue")
         return result
+    except RuntimeError as e:
+        raise RuntimeError(f"{e}; the worker's log ends with: {Path(log.name).read_text()[-2000:]}") from None
     finally:
         # The whole session we started (main process and its pool children), by its group id.
         with contextlib.suppress(ProcessLookupError):
@@ -116,3 +124,21 @@ def worker_rss(env: BenchEnv, plugin: bool, backlog: int, say: Callable[[str], N
         proc.wait(timeout=30)
         client.delete("unacked", "unacked_index", "unacked_mutex")
         env.purge_queue()
+        log.close()
+        os.unlink(log.name)
+
+
+def _all_held_or_stalled(client: Any, queue: str, backlog: int, stall_s: float = 30.0) -> Callable[[], bool]:
+    """True once the worker holds the whole backlog, or has taken none for ``stall_s`` (a worker
+    that stops prefetching is a figure too: ``left_in_queue``)."""
+    seen = {"held": -1, "since": time.monotonic()}
+
+    def check() -> bool:
+        held = int(client.hlen("unacked"))
+        if client.llen(queue) == 0 and held >= backlog:
+            return True
+        if held != seen["held"]:
+            seen.update(held=held, since=time.monotonic())
+        return time.monotonic() - seen["since"] > stall_s
+
+    return check

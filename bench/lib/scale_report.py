@@ -133,11 +133,12 @@ def markdown(r: dict[str, Any], images: list[str]) -> str:
     if r.get("rss"):
         lines += ["", "## Worker memory with waiting tasks", "",
                   "A real `celery worker` (prefork, one child); VmRSS of the main process and its child.", "",
-                  "| worker | waiting | idle RSS | RSS with the backlog | per waiting task | held by the worker "
-                  "| load |", "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+                  "| worker | sent | idle RSS | RSS with the backlog | per waiting task | held by the worker "
+                  "| left in the queue | load |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
         for x in r["rss"]:
             lines.append(f"| {x['worker']} | {x['backlog']:,} | {x['idle_rss_mb']:,} MB | {x['rss_mb']:,} MB "
-                         f"| {x['per_waiting_task_b']:,.0f} B | {x['held_by_worker']:,} | {x['load']} |")
+                         f"| {x['per_waiting_task_b']:,.0f} B | {x['held_by_worker']:,} | {x['left_in_queue']:,} "
+                         f"| {x['load']} |")
     if images:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}](images/{name})" for name in images]
