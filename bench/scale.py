@@ -133,40 +133,64 @@ def _run(server: RedisServer, opts: dict[str, Any], r: dict[str, Any], say: Call
                        topology="one redis-server; generic: broker db 1")
     r["environment"] = describe_machine(fast)
     envs: list[BenchEnv] = [fast, generic]
+    r["errors"] = {}
+
+    def stage(name: str, body: Callable[[], None]) -> None:
+        """A stage that fails is reported and the run goes on: the others' figures are still written."""
+        if name not in stages:
+            return
+        try:
+            body()
+        except Exception as e:
+            r["errors"][name] = f"{type(e).__name__}: {e}"
+            say(f"{name} failed: {r['errors'][name]}")
+            for env in envs:
+                env.purge_queue()
+        keep()
+
+    def curve_stage() -> None:
+        r["curve"] = []
+        curve(fast, generic, CurveOptions(opts["sizes"], opts["calls"], opts["drain"], opts["stream_rate"],
+                                          opts["stream_seconds"]),
+              say, lambda row: (r["curve"].append(row), keep()))
+
+    def burst_stage() -> None:
+        rate = r["curve"][-1]["bulk_per_s"] if r.get("curve") else None
+        r["burst"] = bursts(fast, generic, opts["burst"], opts["generic_burst_max"], say, rate)
+
+    def lateness_stage() -> None:
+        r["lateness"] = lateness_at(fast, generic, opts["lateness_rates"], opts["lateness_seconds"], say)
+
+    def dispatchers_stage() -> None:
+        r["dispatchers"] = []
+        for path, broker, count in (("fast", server.url, opts["dispatch_count"]),
+                                    ("generic", server.url_db(1), max(500, opts["dispatch_count"] // 4))):
+            env = make_env(server.url, broker, shards=shards, topology=f"{path}: dispatcher processes")
+            envs.append(env)
+            for k in opts["dispatchers"]:
+                r["dispatchers"].append(dispatchers_rate(env, path, k, count, say))
+                keep()
+            env.cleanup()
+
+    def rss_stage() -> None:
+        r["rss"] = []
+        for plugin in (False, True):
+            server.client().flushall()
+            server.client(1).flushall()
+            env = make_env(server.url, server.url_db(1), shards=shards, topology="worker RSS")
+            envs.append(env)
+            r["rss"].append(worker_rss(env, plugin, opts["rss_backlog"], say))
+            keep()
+
     try:
-        if "curve" in stages:
-            r["curve"] = []
-            curve(fast, generic, CurveOptions(opts["sizes"], opts["calls"], opts["drain"], opts["stream_rate"],
-                                              opts["stream_seconds"]),
-                  say, lambda row: (r["curve"].append(row), keep()))
-        if "burst" in stages:
-            r["burst"] = bursts(fast, generic, opts["burst"], opts["generic_burst_max"], say)
-            keep()
-        if "lateness" in stages:
-            r["lateness"] = lateness_at(fast, generic, opts["lateness_rates"], opts["lateness_seconds"], say)
-            keep()
+        stage("curve", curve_stage)
+        stage("burst", burst_stage)
+        stage("lateness", lateness_stage)
         # The big store is not needed any more: free it before the processes of the next stages.
         server.client().flushall()
-        if "dispatchers" in stages:
-            r["dispatchers"] = []
-            for path, env_of, count in (("fast", server.url, opts["dispatch_count"]),
-                                        ("generic", server.url_db(1), max(500, opts["dispatch_count"] // 4))):
-                env = make_env(server.url, env_of, shards=shards, topology=f"{path}: dispatcher processes")
-                envs.append(env)
-                for k in opts["dispatchers"]:
-                    r["dispatchers"].append(dispatchers_rate(env, path, k, count, say))
-                    keep()
-                env.cleanup()
-        if "rss" in stages:
-            server.client().flushall()
-            r["rss"] = []
-            for plugin in (False, True):
-                env = make_env(server.url, server.url_db(1), shards=shards, topology="worker RSS")
-                envs.append(env)
-                r["rss"].append(worker_rss(env, plugin, opts["rss_backlog"], say))
-                keep()
-                server.client().flushall()
-                server.client(1).flushall()
+        server.client(1).flushall()
+        stage("dispatchers", dispatchers_stage)
+        stage("rss", rss_stage)
     finally:
         for env in envs:
             # the server may already be gone; it is ours and stops anyway

@@ -139,6 +139,9 @@ def markdown(r: dict[str, Any], images: list[str]) -> str:
             lines.append(f"| {x['worker']} | {x['backlog']:,} | {x['idle_rss_mb']:,} MB | {x['rss_mb']:,} MB "
                          f"| {x['per_waiting_task_b']:,.0f} B | {x['held_by_worker']:,} | {x['left_in_queue']:,} "
                          f"| {x['load']} |")
+    if r.get("errors"):
+        lines += ["", "## Stages that failed", ""]
+        lines += [f"- {name}: {why}" for name, why in r["errors"].items()]
     if images:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}](images/{name})" for name in images]

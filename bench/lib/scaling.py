@@ -78,15 +78,19 @@ def curve(fast: BenchEnv, generic: BenchEnv, opts: CurveOptions, say: Say,
     return rows
 
 
-def bursts(fast: BenchEnv, generic: BenchEnv, count: int, generic_max: int, say: Say) -> list[dict[str, Any]]:
-    """``count`` tasks due at the same second, with the store as the curve left it."""
+def bursts(fast: BenchEnv, generic: BenchEnv, count: int, generic_max: int, say: Say,
+           bulk_per_s: float | None = None) -> list[dict[str, Any]]:
+    """``count`` tasks due at the same second, with the store as the curve left it. The lead
+    before the due time allows half the bulk rate measured last (``bulk_per_s``): a loaded machine
+    schedules the burst slower than the default lead assumes."""
+    lead = 3.0 + count / min(25_000.0, bulk_per_s / 2) if bulk_per_s else None
     out = []
     for path, env in (("fast", fast), ("generic", generic)):
         if path == "generic" and count > generic_max:
             say(f"generic burst skipped: {count:,} > --generic-burst-max {generic_max:,}")
             continue
         say(f"{path}: burst of {count:,} due at one second with {pending(fast):,} pending")
-        b = burst(env, path, count)
+        b = burst(env, path, count, lead=lead)
         out.append({**asdict(b), "pending": pending(fast), "load": load()})
         say(f"{path}: the last in the queue {b.last_in_queue_ms / 1000:.2f}s after the due time")
     return out
