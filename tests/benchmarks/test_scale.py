@@ -24,6 +24,7 @@ def test_a_tiny_run_writes_the_table_the_json_and_the_plots(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr[-3000:]
     r = json.loads(done.stdout)
     assert json.loads(saved.read_text()) == r
+    assert r["errors"] == {}  # every stage ran to its end
 
     [row] = r["curve"]
     assert row["pending"] >= 2000 and row["fast_queued"] == row["generic_queued"] == 2000
@@ -39,6 +40,7 @@ def test_a_tiny_run_writes_the_table_the_json_and_the_plots(tmp_path: Path) -> N
     plain, plugin = r["rss"]
     assert (plain["worker"], plugin["worker"]) == ("plain Celery", "plugin")
     assert plain["held_by_worker"] >= 2000 and plugin["held_by_worker"] == 0  # where the tasks wait
+    assert plain["left_in_queue"] == plugin["left_in_queue"] == 0
     assert plain["rss_mb"] > 0 and plugin["rss_mb"] > 0 and plain["processes"] == plugin["processes"] == 2
     assert len(r["targets"]) == 7 and all(t["met"] in (True, False) for t in r["targets"])
 
