@@ -127,7 +127,7 @@ def as_bool(reply: Any) -> bool:
     return bool(int(reply))
 
 
-def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes | None:
+def resp(commands: Sequence[tuple[Any, ...]]) -> bytes | None:
     """The RESP form of ``commands`` when every argument is bytes, str or int (what script calls
     pass), else None (redis-py packs them then): a few µs instead of redis-py's generic packing."""
     out: list[bytes] = []
@@ -217,7 +217,7 @@ class Scripts:
         commands = [*before, ("EVALSHA", *args)]
         replies: list[Any] = []
         try:
-            packed = _resp(commands)
+            packed = resp(commands)
             conn.send_packed_command([packed] if packed is not None else conn.pack_commands(commands),
                                      check_health=False)
             for _ in commands:
