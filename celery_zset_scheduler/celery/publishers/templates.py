@@ -31,10 +31,12 @@ from .envelope import kombu_expiration
 
 #: Header values that differ from message to message of one template (the ``eta`` only when it is
 #: moved to ``zset_eta``: then the published ``eta`` is always None).
-VARYING_HEADERS = frozenset({"id", "root_id", "argsrepr", "kwargsrepr", "expires"})
+VARYING_HEADERS = frozenset({"id", "root_id", "parent_id", "group", "group_index", "retries", "argsrepr",
+                             "kwargsrepr", "expires"})
 VARYING_PROPERTIES = frozenset({"correlation_id", "expiration"})
 ZSET_ETA = "zset_eta"
-LIMIT = 1024  # templates kept (distinct task/queue/routing/header shapes): cleared when full
+LIMIT = 1024  # shapes kept (distinct task/queue/routing/header sets): cleared when full
+PER_SHAPE = 4  # templates kept per shape (messages of one shape whose other values differ), latest first
 
 #: What a slot holds: a header's value, a property's, the body (base64), the delivery tag, the TTL,
 #: or the stored ``eta`` (written as ``zset_eta``).
@@ -222,7 +224,7 @@ class Templates:
     def __init__(self, limit: int = LIMIT) -> None:
         self.limit = limit
         self._setup: Any = None
-        self._by_shape: dict[tuple[Any, ...], Template | None] = {}
+        self._by_shape: dict[tuple[Any, ...], list[Template] | None] = {}
 
     def follow(self, setup: Any) -> None:
         """``setup``: what an envelope depends on besides the message (the channel's body
@@ -232,18 +234,20 @@ class Templates:
             self._by_shape = {}
 
     def get(self, m: StoredMessage, moved_eta: bool, expiring: bool, envelope: Envelope) -> Template | None:
-        """The template for ``m`` (made from it if its shape has none, or one ``m`` does not fit);
-        None when its shape cannot be templated."""
+        """The template for ``m`` (made from it if none of its shape fits it); None when its shape
+        cannot be templated."""
         key = shape(m, moved_eta, expiring)
-        found = self._by_shape.get(key, False)
+        found = self._by_shape.get(key, ())
         if found is None:
             return None
-        if found is False or not found.fits(m):  # type: ignore[union-attr]
-            try:
-                found = make(m, moved_eta, expiring, envelope)
-            except Exception:  # Kombu's path gives this message's error, if it has one
-                return None
-            if len(self._by_shape) >= self.limit:
-                self._by_shape = {}
-            self._by_shape[key] = found
-        return found  # type: ignore[return-value]
+        for template in found:
+            if template.fits(m):
+                return template
+        try:
+            made = make(m, moved_eta, expiring, envelope)
+        except Exception:  # Kombu's path gives this message's error, if it has one
+            return None
+        if len(self._by_shape) >= self.limit:
+            self._by_shape = {}
+        self._by_shape[key] = None if made is None else [made, *found][:PER_SHAPE]
+        return made
