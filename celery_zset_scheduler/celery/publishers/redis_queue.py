@@ -33,7 +33,7 @@ from kombu.transport.redis import PrefixedStrictRedis
 
 from ...dispatch.handoff import Guard, Outgoing
 from ...model.codec import StoredMessage
-from ...store.scripts import resp
+from ...store.resp import pack
 from .envelope import expiration_of, kombu_expiration, outgoing
 from .templates import ENVELOPE_JSON, Templates, delivery_tags
 
@@ -167,7 +167,7 @@ def transaction(client: Any, commands: list[tuple[Any, ...]]) -> None:
         _pipelined(client, commands)
         return
     prefix = getattr(client, "global_keyprefix", "") or ""
-    packed = resp([("MULTI",), *((c[0], prefix + c[1], *c[2:]) for c in commands), ("EXEC",)])
+    packed = pack([("MULTI",), *((c[0], prefix + c[1], *c[2:]) for c in commands), ("EXEC",)])
     if packed is None:
         _pipelined(client, commands)
         return
