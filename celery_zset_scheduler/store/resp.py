@@ -19,8 +19,9 @@ from typing import Any
 import redis
 
 CHUNK = 1 << 20
-#: redis-py's pure-Python RESP2 reader (RESP3 may interleave push messages: read by redis-py).
-_PURE_PARSERS = frozenset({"_RESP2Parser"})
+#: redis-py's pure-Python readers (a RESP3 push message between the replies is skipped, as
+#: redis-py hands it to its push handler and reads on).
+_PURE_PARSERS = frozenset({"_RESP2Parser", "_RESP3Parser"})
 
 
 def pack(commands: Sequence[tuple[Any, ...]]) -> bytes | None:
@@ -106,7 +107,8 @@ class _Reader:
                 self._more(pos)
                 pos = 0
                 continue
-            out.append(value)
+            if self.buf[pos] != 62:  # not a push message
+                out.append(value)
             pos = end
         if pos != len(self.buf):  # more than was asked for: the connection is out of step
             raise redis.ConnectionError("unexpected data after the replies")

@@ -14,7 +14,7 @@ from celery_zset_scheduler.testing import RedisServer
 
 @pytest.fixture(params=[2, 3])
 def client(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[redis.Redis]:
-    """A plain client, RESP2 (our reader) or RESP3 (redis-py reads each reply)."""
+    """A plain client, speaking RESP2 or RESP3."""
     c = redis.Redis.from_url(redis_server.url, protocol=request.param)
     c.flushall()
     yield c
@@ -31,9 +31,14 @@ def test_replies_of_every_kind_in_order(client: redis.Redis) -> None:
         ("LPUSH", "text", "x"), ("GET", "big"), ("LRANGE", "list", 0, -1),
         ("EVAL", "return {1, 'a', {2, false}, redis.error_reply('custom fail')}", 0),
         ("EVAL", "return {}", 0),
+        ("HSET", "h", "f", "1"), ("HGETALL", "h"),
+        ("EVAL", "redis.setresp(3); return {double = 1.5}", 0),
     ])
     assert replies is not None
-    got, missing, n, pong, noscript, wrongtype, got_big, items, nested, empty = replies
+    got, missing, n, pong, noscript, wrongtype, got_big, items, nested, empty, _, fields, double = replies
+    resp3 = client.connection_pool.connection_kwargs.get("protocol") == 3
+    assert fields == ({b"f": b"1"} if resp3 else [b"f", b"1"])  # a map in RESP3
+    assert double == (1.5 if resp3 else b"1.5")
     assert (got, missing, n) == (b"v", None, 1)
     assert pong in (b"PONG", "PONG", True)
     assert isinstance(noscript, NoScriptError)

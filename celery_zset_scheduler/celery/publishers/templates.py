@@ -89,7 +89,8 @@ class Template:
 
     def render(self, m: StoredMessage, tag: str, expiration: float | None) -> bytes:
         """The envelope of ``m`` (``tag``: its delivery tag as JSON, ``expiration``: its TTL)."""
-        values = [_QUOTE(v) if type(v) is str else ENVELOPE_JSON(v) for v in self.get_varying(m)]
+        values = [_QUOTE(v) if type(v) is str else "null" if v is None else str(v) if type(v) is int
+                  else ENVELOPE_JSON(v) for v in self.get_varying(m)]
         values.append(f'"{base64.b64encode(m.body).decode("ascii")}"')
         values.append(tag)
         if self.expiring:
