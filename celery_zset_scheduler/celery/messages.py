@@ -22,7 +22,7 @@ from kombu.compression import compress
 from kombu.entity import Exchange
 from kombu.exceptions import EncodeError
 from kombu.messaging import Producer
-from kombu.serialization import dumps, registry
+from kombu.serialization import dumps, loads, registry
 
 from ..errors import NotSerializable
 from ..model.codec import StoredMessage
@@ -198,9 +198,6 @@ class MessageCheck:
         self.allowed = {registry.name_to_type.get(n, n) for n in accept}
 
     def __call__(self, message: StoredMessage) -> str | None:
-        from kombu.compression import decompress as kombu_decompress
-        from kombu.serialization import loads
-
         if message.content_type not in self.allowed:
             return (f"content type {message.content_type!r} is not in zset_scheduler_accept_content "
                     f"({', '.join(sorted(self.accept))}): a worker would discard it")
@@ -211,7 +208,7 @@ class MessageCheck:
         body = message.body
         try:
             if headers.get("compression"):
-                body = kombu_decompress(body, headers["compression"])
+                body = decompress(body, headers["compression"])
             if _plain_json(message, body):
                 # What Kombu's loads does for such a body, without its per-call wrapping.
                 data = json.loads(body.decode("utf-8"))

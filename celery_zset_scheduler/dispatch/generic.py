@@ -25,7 +25,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import redis
 
@@ -43,8 +43,7 @@ Check = Callable[[StoredMessage], "str | None"]
 Revoked = Callable[[list[str]], None]
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """A claimed entry that decoded, with its message and the claim it came from."""
 
     entry: Claimed

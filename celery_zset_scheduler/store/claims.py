@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model.keys import KeySpace
 from .pending import Store
@@ -35,8 +35,10 @@ class Fence:
     epoch: int
 
 
-@dataclass(frozen=True)
-class Claimed:
+class Claimed(NamedTuple):
+    """A claimed entry (a named tuple: one is made per entry claimed, a frozen dataclass costs
+    several times as much to make)."""
+
     task_id: str
     due_ms: int
     payload: bytes  # the encoded message (its arrival stamp taken off)
@@ -185,7 +187,7 @@ def expand_claimed(shared: Shared, results: dict[int, Any]) -> None:
     shared.load(wanted)
     for shard, result in list(results.items()):
         if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" for e in result.entries):
-            entries = [e if e.payload[:1] != b"\x02" else replace(e, payload=shared.expand(e.payload) or e.payload)
+            entries = [e if e.payload[:1] != b"\x02" else e._replace(payload=shared.expand(e.payload) or e.payload)
                        for e in result.entries]
             results[shard] = replace(result, entries=entries)
 

@@ -58,18 +58,22 @@ def exchange(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[A
     conn: Any = pool.get_connection()
     try:
         conn.send_packed_command([packed])
-        parser = conn._parser
-        buffered = getattr(parser, "_buffer", None)
-        if type(parser).__name__ in _PURE_PARSERS and buffered is not None and not buffered.unread_bytes():
-            replies = _Reader(conn._sock, parser).replies(len(commands))
-        else:
-            replies = [_read_one(conn) for _ in commands]
+        replies = read_replies(conn, len(commands))
     except BaseException:
         conn.disconnect()
         pool.release(conn)
         raise
     pool.release(conn)
     return replies
+
+
+def read_replies(conn: Any, count: int) -> list[Any]:
+    """The next ``count`` replies on ``conn`` (a redis-py connection), each a value or its error."""
+    parser = conn._parser
+    buffered = getattr(parser, "_buffer", None)
+    if type(parser).__name__ in _PURE_PARSERS and buffered is not None and not buffered.unread_bytes():
+        return _Reader(conn._sock, parser).replies(count)
+    return [_read_one(conn) for _ in range(count)]
 
 
 def _read_one(conn: Any) -> Any:

@@ -24,7 +24,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import NotReplicated
-from .resp import exchange, pack
+from .resp import exchange, pack, read_replies
 
 T = TypeVar("T")
 
@@ -201,11 +201,7 @@ class Scripts:
             packed = pack(commands)
             conn.send_packed_command([packed] if packed is not None else conn.pack_commands(commands),
                                      check_health=False)
-            for _ in commands:
-                try:
-                    replies.append(conn.read_response())
-                except redis.ResponseError as exc:
-                    replies.append(exc)
+            replies = read_replies(conn, len(commands))
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             pool.release(conn)
