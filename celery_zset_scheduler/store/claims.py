@@ -83,11 +83,14 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
             return ClaimResult(True, 0, None, [])
         _, now, nxt, ids, scores, payloads, deadline, orphans, revoked, gen = reply
         entries = []
+        shard, lease, generation = fence.shard, int(deadline), int(gen)
+        expand = shared.expand if shared is not None else None
         for i, s, value in zip(ids, scores, payloads, strict=True):
             arrival, payload = split(value)
-            if shared is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
-                payload = shared.expand(payload) or payload
-            entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival, int(gen)))
+            if expand is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
+                payload = expand(payload) or payload
+            entries.append(Claimed(i.decode(), int(s) if s.isdigit() else int(float(s)), payload, shard, lease,
+                                   arrival, generation))
         next_due = int(float(nxt))
         return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
                            [o.decode(errors="replace") for o in orphans],
