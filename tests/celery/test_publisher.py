@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+import redis
 from kombu import Exchange, Queue
 
 from celery_zset_scheduler.celery.publishers import redis_queue
@@ -240,3 +241,19 @@ def test_same_json_compares_json_types() -> None:
     assert not same_json(1, True) and not same_json(1, 1.0) and not same_json(0.0, -0.0)
     assert not same_json({"a": 1, "b": 2}, {"b": 2, "a": 1})  # key order is text order
     assert not same_json([1, [True]], [1, [1]])
+
+
+def test_the_hand_written_transaction_raises_what_redis_refused(apps: AppFactory) -> None:
+    app = apps(task_queues=QUEUES, broker_transport_options={"global_keyprefix": "pfx:"})
+    broker = apps.server.client(BROKER_DB)
+    broker.set("pfx:taken", "a string")
+    with app.producer_or_acquire() as producer, producer.channel.conn_or_acquire() as client:
+        redis_queue.transaction(client, [("LPUSH", "q1", b"m1", b"m2"), ("PEXPIRE", "q1", 60_000)])
+        assert broker.lrange("pfx:q1", 0, -1) == [b"m2", b"m1"] and 0 < broker.pttl("pfx:q1") <= 60_000
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):  # refused at EXEC
+            redis_queue.transaction(client, [("LPUSH", "taken", b"m3")])
+        with pytest.raises(redis.ResponseError, match="wrong number of arguments"):  # refused when queued
+            redis_queue.transaction(client, [("LPUSH", "q2")])
+        assert not broker.exists("pfx:q2")
+        redis_queue.transaction(client, [("LPUSH", "q1", b"m4")])  # the connection is still in step
+    assert broker.lrange("pfx:q1", 0, 0) == [b"m4"]
