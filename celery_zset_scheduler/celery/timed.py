@@ -28,8 +28,6 @@ the broker pool for a call that never publishes.
 from __future__ import annotations
 
 import re
-import threading
-import weakref
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -41,7 +39,7 @@ from celery.utils.time import add_seconds_to_datetime, maybe_make_aware
 from ..model import headers as names
 from ..model.times import eta_ms
 from .sender import stores
-from .state import installation_for
+from .state import Installation, installation_for
 
 #: Kombu's native delayed delivery: the exchanges a delayed message travels through, and the
 #: prefix of 28 delay bits it puts before the routing key (kombu.transport.native_delayed_delivery).
@@ -65,7 +63,7 @@ def wrap_send_task(app: Any, original: Callable[..., Any]) -> Callable[..., Any]
         undelayed(options)
         options[names.DUE_OPTION] = header
         if options.get("producer") is None and options.get("connection") is None and _producer_unused(app):
-            options["producer"] = idle_producer(app)
+            options["producer"] = idle_producer(inst)
         return original(name, args, kwargs, None, None, **options)
 
     send_task.__wrapped__ = original  # type: ignore[attr-defined]
@@ -81,19 +79,17 @@ def _producer_unused(app: Any) -> bool:
 
 #: Backends' ``on_task_call`` that do not touch the producer they are given.
 _PRODUCER_FREE = frozenset({BaseBackend.on_task_call, RedisBackend.on_task_call})
-_idle = threading.local()
 
 
-def idle_producer(app: Any) -> Any:
-    """A producer for a send the store takes, made once per thread and app: Celery's ``send_task``
-    acquires one from the broker pool for every call, and this call never publishes with it. Its
-    connection is lazy (Kombu connects on first use), so it costs no broker connection."""
-    cache: weakref.WeakKeyDictionary[Any, Any] | None = getattr(_idle, "producers", None)
-    if cache is None:
-        cache = _idle.producers = weakref.WeakKeyDictionary()
-    producer = cache.get(app)
+def idle_producer(inst: Installation) -> Any:
+    """A producer for a send the store takes, made once per thread and app (kept with the app's
+    installation, so it goes with the app): Celery's ``send_task`` acquires one from the broker
+    pool for every call, and this call never publishes with it. Its connection is lazy (Kombu
+    connects on first use), so it costs no broker connection."""
+    producer = getattr(inst.per_thread, "producer", None)
     if producer is None:
-        producer = cache[app] = app.amqp.Producer(app.connection_for_write(), auto_declare=False)
+        app = inst.app
+        producer = inst.per_thread.producer = app.amqp.Producer(app.connection_for_write(), auto_declare=False)
     return producer
 
 
