@@ -22,7 +22,7 @@ from kombu.compression import compress
 from kombu.entity import Exchange
 from kombu.exceptions import EncodeError
 from kombu.messaging import Producer
-from kombu.serialization import dumps, registry
+from kombu.serialization import dumps, loads, registry
 
 from ..errors import NotSerializable
 from ..model.codec import StoredMessage
@@ -198,9 +198,6 @@ class MessageCheck:
         self.allowed = {registry.name_to_type.get(n, n) for n in accept}
 
     def __call__(self, message: StoredMessage) -> str | None:
-        from kombu.compression import decompress as kombu_decompress
-        from kombu.serialization import loads
-
         if message.content_type not in self.allowed:
             return (f"content type {message.content_type!r} is not in zset_scheduler_accept_content "
                     f"({', '.join(sorted(self.accept))}): a worker would discard it")
@@ -211,7 +208,7 @@ class MessageCheck:
         body = message.body
         try:
             if headers.get("compression"):
-                body = kombu_decompress(body, headers["compression"])
+                body = decompress(body, headers["compression"])
             if _plain_json(message, body):
                 # What Kombu's loads does for such a body, without its per-call wrapping.
                 data = json.loads(body.decode("utf-8"))
@@ -234,7 +231,17 @@ def _plain_json(message: StoredMessage, body: bytes) -> bool:
             and isinstance(body, bytes) and b"__type__" not in body)
 
 
+_TEXT_OR_NONE = (str, type(None))
+
+
 def _malformed_header(headers: dict[str, Any], task_id: str) -> str | None:
+    get = headers.get
+    retries, limits = get("retries", 0), get("timelimit")
+    # The common message at once (exact types: what decode gives); anything else is looked at below.
+    if (type(get("task")) is str and get("task") and type(get("id", task_id)) is str and type(retries) is int
+            and retries >= 0 and type(get("eta")) in _TEXT_OR_NONE and type(get("expires")) in _TEXT_OR_NONE
+            and type(limits) is list and len(limits) == 2):
+        return None
     if not isinstance(headers.get("task"), str) or not headers["task"]:
         return "the task header is missing or not a task name"
     if not isinstance(headers.get("id", task_id), str):

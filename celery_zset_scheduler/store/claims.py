@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model.keys import KeySpace
 from .pending import Store
@@ -35,8 +35,10 @@ class Fence:
     epoch: int
 
 
-@dataclass(frozen=True)
-class Claimed:
+class Claimed(NamedTuple):
+    """A claimed entry (a named tuple: one is made per entry claimed, a frozen dataclass costs
+    several times as much to make)."""
+
     task_id: str
     due_ms: int
     payload: bytes  # the encoded message (its arrival stamp taken off)
@@ -81,11 +83,14 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
             return ClaimResult(True, 0, None, [])
         _, now, nxt, ids, scores, payloads, deadline, orphans, revoked, gen = reply
         entries = []
+        shard, lease, generation = fence.shard, int(deadline), int(gen)
+        expand = shared.expand if shared is not None else None
         for i, s, value in zip(ids, scores, payloads, strict=True):
             arrival, payload = split(value)
-            if shared is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
-                payload = shared.expand(payload) or payload
-            entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival, int(gen)))
+            if expand is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
+                payload = expand(payload) or payload
+            entries.append(Claimed(i.decode(), int(s) if s.isdigit() else int(float(s)), payload, shard, lease,
+                                   arrival, generation))
         next_due = int(float(nxt))
         return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
                            [o.decode(errors="replace") for o in orphans],
@@ -185,7 +190,7 @@ def expand_claimed(shared: Shared, results: dict[int, Any]) -> None:
     shared.load(wanted)
     for shard, result in list(results.items()):
         if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" for e in result.entries):
-            entries = [e if e.payload[:1] != b"\x02" else replace(e, payload=shared.expand(e.payload) or e.payload)
+            entries = [e if e.payload[:1] != b"\x02" else e._replace(payload=shared.expand(e.payload) or e.payload)
                        for e in result.entries]
             results[shard] = replace(result, entries=entries)
 

@@ -30,13 +30,20 @@ def outgoing(m: StoredMessage, now: float | None = None) -> tuple[dict[str, Any]
         headers[ZSET_ETA] = eta
         headers["eta"] = None
     properties = publishable(m.properties)  # entries stored by older versions may hold publish arguments
-    expiration = properties.pop("expiration", None)
-    expires = headers.get("expires")
+    properties.pop("expiration", None)
+    return headers, properties, expiration_of(m, now)
+
+
+def expiration_of(m: StoredMessage, now: float | None = None) -> float | None:
+    """The TTL ``m`` is published with (seconds): what is left until its ``expires`` header, else
+    its stored ``expiration`` property, else None."""
+    expiration = m.properties.get("expiration")
+    expires = m.headers.get("expires")
     if expires:
         left = expires_in(expires, time.time() if now is None else now)
         if left is not None:
             expiration = left
-    return headers, properties, None if expiration is None else float(expiration)
+    return None if expiration is None else float(expiration)
 
 
 def expires_in(expires: Any, now: float) -> float | None:
