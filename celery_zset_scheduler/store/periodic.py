@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..model.ids import member
 from ..model.keys import KeySpace
 from .claims import Fence
 from .leases import UNLOCK
@@ -126,7 +127,7 @@ def due_call(keys: KeySpace, fence: Fence, *, limit: int, max_wait_ms: int, wake
 def _occurrence_args(occurrences: Sequence[Occurrence]) -> list[Any]:
     args: list[Any] = []
     for o in occurrences:
-        args += (o.task_id, int(o.due_ms), b"" if o.payload is None else o.payload)
+        args += (member(o.task_id), int(o.due_ms), b"" if o.payload is None else o.payload)
     return args
 
 
