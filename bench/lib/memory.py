@@ -68,6 +68,7 @@ def breakdown(env: BenchEnv) -> dict[str, Any]:
     page = env.store.page(0, limit=100, with_payloads=True)
     payloads = [len(e.payload or b"") for e in page.entries]
     ids = [len(e.task_id) for e in page.entries]
+    members = [len(e.member) for e in page.entries]  # as stored: a canonical UUID packed (model/ids.py)
     return {
         "pending": pending,
         "zset_bytes_per_task": round(due / pending, 1) if pending else None,
@@ -75,6 +76,7 @@ def breakdown(env: BenchEnv) -> dict[str, Any]:
         "shared_prefix_bytes": shared,  # every shard's shared prefixes together (store/shared.py)
         "mean_payload_len": round(sum(payloads) / len(payloads), 1) if payloads else None,
         "mean_id_len": round(sum(ids) / len(ids), 1) if ids else None,
+        "mean_member_len": round(sum(members) / len(members), 1) if members else None,
     }
 
 

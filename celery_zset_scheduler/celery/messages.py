@@ -207,7 +207,7 @@ class MessageCheck:
         body = message.body
         try:
             if headers.get("compression"):
-                body = kombu_decompress(body, headers["compression"])
+                body = decompress(body, headers["compression"])
             if _plain_json(message, body):
                 # What Kombu's loads does for such a body, without its per-call wrapping.
                 data = json.loads(body.decode("utf-8"))
@@ -230,7 +230,17 @@ def _plain_json(message: StoredMessage, body: bytes) -> bool:
             and isinstance(body, bytes) and b"__type__" not in body)
 
 
+_TEXT_OR_NONE = (str, type(None))
+
+
 def _malformed_header(headers: dict[str, Any], task_id: str) -> str | None:
+    get = headers.get
+    retries, limits = get("retries", 0), get("timelimit")
+    # The common message at once (exact types: what decode gives); anything else is looked at below.
+    if (type(get("task")) is str and get("task") and type(get("id", task_id)) is str and type(retries) is int
+            and retries >= 0 and type(get("eta")) in _TEXT_OR_NONE and type(get("expires")) in _TEXT_OR_NONE
+            and type(limits) is list and len(limits) == 2):
+        return None
     if not isinstance(headers.get("task"), str) or not headers["task"]:
         return "the task header is missing or not a task name"
     if not isinstance(headers.get("id", task_id), str):

@@ -23,22 +23,13 @@ from typing import Any
 from ..errors import ConfigurationError, PoisonMessage, ZSetSchedulerError
 from ..model.codec import StoredMessage, decode, encode
 from ..model.cursors import decode_cursor, encode_cursor
-from ..model.periodic import (
-    PeriodicEntry,
-    PeriodicEntryError,
-    PeriodicState,
-    after_fire,
-    join_entry,
-    ms_to_iso,
-    occurrence_id,
-    split_entry,
-    state_from_json,
-    state_to_json,
-)
+from ..model.periodic import PeriodicEntry, PeriodicEntryError, PeriodicState, after_fire, ms_to_iso, occurrence_id
+from ..model.periodic_json import join_entry, split_entry, state_from_json, state_to_json
 from ..store.periodic import EntryRecord, Occurrence, PeriodicStore, WriteMode, write_call
+from .fire_times import first_run_ms
 from .periodic_entries import Templates, app_zone, build_template, normalized
 from .periodic_times import backfill_times, initial_next
-from .schedules import first_run_ms, spec_of
+from .schedules import spec_of
 from .state import ensure_installation
 
 __all__ = [

@@ -28,7 +28,8 @@ from celery.app.routes import MapRoute
 from ..errors import ConfigurationError, ZSetSchedulerError
 from ..model import headers as names
 from ..model.codec import StoredMessage, decode, encode
-from ..model.periodic import PeriodicEntry, PeriodicEntryError, entry_to_json, iso_to_ms, ms_to_iso
+from ..model.periodic import PeriodicEntry, PeriodicEntryError, iso_to_ms, ms_to_iso
+from ..model.periodic_json import entry_to_json
 from .bulk import generic_builder
 from .schedules import spec_of, validate_entry, validate_spec, zone_name
 from .state import installation_for

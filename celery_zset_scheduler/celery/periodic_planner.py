@@ -23,18 +23,12 @@ from ..dispatch.periodic import Planned
 from ..errors import ZSetSchedulerError
 from ..model.firing import decide
 from ..model.logs import log_event
-from ..model.periodic import (
-    ENTRY_FORMAT_VERSION,
-    STATE_FORMAT_VERSION,
-    PeriodicEntry,
-    PeriodicEntryError,
-    PeriodicState,
-    iso_to_ms,
-    state_to_json,
-)
+from ..model.periodic import PeriodicEntry, PeriodicEntryError, PeriodicState, iso_to_ms
+from ..model.periodic_json import ENTRY_FORMAT_VERSION, STATE_FORMAT_VERSION, state_to_json
 from ..settings import Settings
 from ..store.periodic import DueEntry, Firing, Occurrence
-from .schedules import bounded_next, due_times, zone_name
+from .fire_times import bounded_next, due_times
+from .schedules import zone_name
 
 #: An entry that cannot be read is looked at again this much later (and logged each time).
 RETRY_UNREADABLE_MS = 60_000

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..errors import ConfigurationError
-from ..model.periodic import PeriodicEntry, PeriodicState, iso_to_ms, normalize_schedule, within_bounds
-from .schedules import bounded_next, first_run_ms, occurrences
+from ..model.periodic import PeriodicEntry, PeriodicState, iso_to_ms, within_bounds
+from ..model.periodic_checks import normalize_schedule
+from .fire_times import bounded_next, first_run_ms, occurrences
 
 #: Most occurrences one backfill stores (a longer range is backfilled a part at a time).
 MAX_BACKFILL = 10_000
@@ -15,7 +16,7 @@ def initial_next(entry: PeriodicEntry, state: PeriodicState, now_ms: int, app_ti
 
     With a ``last_run_ms`` (an imported entry) it is the fire time after that run, possibly in the
     past: the leader then catches it up by the entry's policy, as Celery beat runs an overdue entry
-    once when it starts. Without, the first fire time after now (:func:`~.schedules.first_run_ms`).
+    once when it starts. Without, the first fire time after now (:func:`~.fire_times.first_run_ms`).
     """
     if not entry.enabled or (entry.one_off and state.total_run_count >= 1):
         return None

@@ -67,6 +67,7 @@ class Installation:
         self._settings: Settings | None = None
         self._store: Store | None = None
         self._dead_letters: DeadLetters | None = None
+        self.per_thread = threading.local()  # what a thread keeps for this app (timed.idle_producer)
 
     @property
     def settings(self) -> Settings:

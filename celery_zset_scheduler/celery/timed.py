@@ -19,6 +19,10 @@ store does not take go to Celery untouched, native delayed delivery included.
 A retry of a task that reached its worker through native delayed delivery carries that delivery's
 exchange (``celery_delayed_delivery``) and delay-prefixed routing key: the wrapper gives the retry
 its queue's own routing back, so the stored retry is published straight to its queue when due.
+
+A call the store takes is given a producer of its own (:func:`idle_producer`, unless the caller
+gave one or a connection, or the result backend uses it), so that Celery does not acquire one from
+the broker pool for a call that never publishes.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from celery.backends.base import BaseBackend
+from celery.backends.redis import RedisBackend
 from celery.utils.time import add_seconds_to_datetime, maybe_make_aware
 
 from ..model import headers as names
 from ..model.times import eta_ms
 from .sender import stores
-from .state import installation_for
+from .state import Installation, installation_for
 
 #: Kombu's native delayed delivery: the exchanges a delayed message travels through, and the
 #: prefix of 28 delay bits it puts before the routing key (kombu.transport.native_delayed_delivery).
@@ -56,10 +62,35 @@ def wrap_send_task(app: Any, original: Callable[..., Any]) -> Callable[..., Any]
             return original(name, args, kwargs, countdown, eta, **options)
         undelayed(options)
         options[names.DUE_OPTION] = header
+        if options.get("producer") is None and options.get("connection") is None and _producer_unused(app):
+            options["producer"] = idle_producer(inst)
         return original(name, args, kwargs, None, None, **options)
 
     send_task.__wrapped__ = original  # type: ignore[attr-defined]
     return send_task
+
+
+def _producer_unused(app: Any) -> bool:
+    """Whether the result backend leaves the producer of a send alone (``on_task_call``: the base
+    backend's does nothing, the Redis backend's subscribes; the RPC backend's declares its reply
+    queue on the producer's channel, which needs a connection)."""
+    return type(app.backend).on_task_call in _PRODUCER_FREE
+
+
+#: Backends' ``on_task_call`` that do not touch the producer they are given.
+_PRODUCER_FREE = frozenset({BaseBackend.on_task_call, RedisBackend.on_task_call})
+
+
+def idle_producer(inst: Installation) -> Any:
+    """A producer for a send the store takes, made once per thread and app (kept with the app's
+    installation, so it goes with the app): Celery's ``send_task`` acquires one from the broker
+    pool for every call, and this call never publishes with it. Its connection is lazy (Kombu
+    connects on first use), so it costs no broker connection."""
+    producer = getattr(inst.per_thread, "producer", None)
+    if producer is None:
+        app = inst.app
+        producer = inst.per_thread.producer = app.amqp.Producer(app.connection_for_write(), auto_declare=False)
+    return producer
 
 
 def eta_header(app: Any, countdown: Any, eta: Any) -> str:

@@ -25,7 +25,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import redis
 
@@ -43,8 +43,7 @@ Check = Callable[[StoredMessage], "str | None"]
 Revoked = Callable[[list[str]], None]
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """A claimed entry that decoded, with its message and the claim it came from."""
 
     entry: Claimed
@@ -280,10 +279,11 @@ class GenericHandOff:
         now = time.monotonic()
         limit = self.env.config.inflight_timeout * 0.8
         current = {f.shard: f for f in self.env.fences()}
+        valid = {s: self.env.lease_valid(s, now) for s in {i.entry.shard for i in items}}  # once a shard
 
         def fresh(item: Item) -> bool:
-            return (now - item.claimed_at <= limit and current.get(item.entry.shard) == item.fence
-                    and self.env.lease_valid(item.entry.shard, now))
+            shard = item.entry.shard
+            return now - item.claimed_at <= limit and current.get(shard) == item.fence and valid[shard]
 
         kept = [i for i in items if fresh(i)]
         if len(kept) == len(items):

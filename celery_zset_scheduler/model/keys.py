@@ -18,9 +18,11 @@ from ..errors import InvalidId
 # 3: each stored value starts with an arrival stamp (store/values.py); format-2 values still read.
 # 4: the codec's layout 4 (shared values first) and values that refer to a shard's shared values
 #    (store/shared.py); format-2 and -3 values still read.
-FORMAT_VERSION = 4
+# 5: canonical UUID task ids stored as 17-byte members (model/ids.py); the text members of
+#    formats 2-4 still read, cancel, revoke and move as they are.
+FORMAT_VERSION = 5
 #: The previous formats, whose stores this version reads and upgrades on first use.
-UPGRADES_FROM = (3, 2)
+UPGRADES_FROM = (4, 3, 2)
 
 
 def check_storable(text: str, what: str = "task id") -> None:

@@ -1,4 +1,6 @@
-"""Periodic entries (the highly available beat replacement): data, JSON codec and pure rules.
+"""Periodic entries (the highly available beat replacement): data and pure rules.
+
+Their checks: :mod:`.periodic_checks`; their JSON form: :mod:`.periodic_json`.
 
 Nothing here computes a schedule (that needs Celery's parsers, see
 :mod:`celery_zset_scheduler.celery.schedules`); this module holds what every host must agree on
@@ -57,26 +59,22 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import math
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Literal, TypeGuard, get_args
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import Any, Literal, get_args
 
 from ..errors import ConfigurationError
 
 __all__ = [
     "CATCHUP_POLICIES",
     "DEFAULT_CATCHUP_WINDOW",
-    "ENTRY_FORMAT_VERSION",
     "MAX_CATCHUP",
     "MAX_NAME_LENGTH",
     "OCCURRENCE_NAMESPACE",
     "OVERLAP_POLICIES",
-    "PLAN_FIELDS",
     "REFUSED_OPTIONS",
     "SCHEDULE_TYPES",
     "SOLAR_EVENTS",
@@ -88,20 +86,12 @@ __all__ = [
     "PeriodicState",
     "after_fire",
     "disabled_state",
-    "entry_from_json",
-    "entry_to_json",
     "iso_to_ms",
     "jitter_ms",
-    "join_entry",
     "ms_to_iso",
-    "normalize_schedule",
     "occurrence_id",
     "plan_catchup",
     "plan_overlap",
-    "split_entry",
-    "state_from_json",
-    "state_to_json",
-    "validate",
     "within_bounds",
 ]
 
@@ -123,10 +113,6 @@ MAX_CATCHUP = 1000
 #: little more room for them.
 MAX_NAME_LENGTH = 1000
 
-#: Version of the JSON form written by :func:`entry_to_json` (key ``"v"``).
-ENTRY_FORMAT_VERSION = 1
-STATE_FORMAT_VERSION = 1
-
 #: Fixed forever: changing it changes every occurrence's task id.
 OCCURRENCE_NAMESPACE = uuid.UUID("6b1f1d63-2c4e-5a8e-9d3b-6f0c1f6e7a21")
 
@@ -138,17 +124,12 @@ SOLAR_EVENTS = (
     "sunset", "dusk_civil", "dusk_nautical", "dusk_astronomical",
 )
 
-_CRON_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
-
 #: ``apply_async`` options an entry cannot carry in ``options``: the timing is the schedule's,
 #: the id the occurrence's, callbacks are not JSON, and the others have fields of their own.
 REFUSED_OPTIONS = (
     "countdown", "eta", "task_id", "link", "link_error", "producer", "connection", "router", "add_to_parent",
     "queue", "exchange", "routing_key", "priority", "headers", "expires",
 )
-
-#: Smallest interval: one millisecond, the resolution of every instant here.
-_MIN_EVERY = 0.001
 
 
 class PeriodicEntryError(ConfigurationError):
@@ -173,7 +154,7 @@ class PeriodicEntry:
 
     name: str
     task: str
-    #: A schedule spec, see :func:`normalize_schedule` for the forms.
+    #: A schedule spec, see :func:`~.periodic_checks.normalize_schedule` for the forms.
     schedule: dict[str, Any]
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -217,7 +198,7 @@ class PeriodicState:
 
 # -- time -------------------------------------------------------------------------------------------
 
-def _parse_aware(value: str) -> datetime:
+def parse_aware(value: str) -> datetime:
     # Python 3.10's fromisoformat does not take a trailing "Z".
     text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
     dt = datetime.fromisoformat(text)
@@ -228,7 +209,7 @@ def _parse_aware(value: str) -> datetime:
 
 def iso_to_ms(value: str) -> int:
     """Milliseconds since the epoch of an aware ISO 8601 string (a naive one raises ``ValueError``)."""
-    dt = _parse_aware(value)
+    dt = parse_aware(value)
     delta = dt.astimezone(timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
@@ -333,305 +314,3 @@ def after_fire(state: PeriodicState, name: str, fire_ms: int, next_run_ms: int |
     return PeriodicState(next_run_ms=next_run_ms, last_run_ms=last, total_run_count=state.total_run_count + 1,
                          last_task_id=task_id or occurrence_id(name, fire_ms), buffered_ms=state.buffered_ms,
                          revision=state.revision)
-
-
-# -- validation -------------------------------------------------------------------------------------
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _require_aware_iso(value: Any, field_name: str, name: str | None) -> None:
-    if not isinstance(value, str):
-        raise PeriodicEntryError(f"must be an aware ISO 8601 string, not {type(value).__name__}", field_name, name)
-    try:
-        _parse_aware(value)
-    except ValueError as exc:
-        raise PeriodicEntryError(f"{value!r} is not an aware ISO 8601 datetime: {exc}", field_name, name) from None
-
-
-def normalize_schedule(spec: Any, name: str | None = None) -> dict[str, Any]:
-    """Check a schedule spec's shape and return it with defaults filled in. Forms:
-
-    - ``{"type": "interval", "every": <seconds > 0>, "relative": <bool, default false>}``
-    - ``{"type": "crontab", "minute": "*", "hour": "*", "day_of_week": "*", "day_of_month": "*",
-      "month_of_year": "*", "timezone": <IANA name or null for the app's>}`` (fields default to ``"*"``)
-    - ``{"type": "solar", "event": <one of SOLAR_EVENTS>, "latitude": <-90..90>, "longitude": <-180..180>}``
-    - ``{"type": "clocked", "at": <aware ISO 8601>}``
-
-    Only the shape: the crontab fields' syntax is Celery's and is checked by
-    :func:`celery_zset_scheduler.celery.schedules.validate_spec`.
-    """
-    def fail(message: str, key: str | None = None) -> PeriodicEntryError:
-        return PeriodicEntryError(message, "schedule" + (f".{key}" if key else ""), name)
-
-    if not isinstance(spec, Mapping):
-        raise fail(f"must be a schedule spec object, not {type(spec).__name__}")
-    kind = spec.get("type")
-    if kind not in SCHEDULE_TYPES:
-        raise fail(f"type must be one of {', '.join(SCHEDULE_TYPES)}, not {kind!r}", "type")
-    allowed = {"interval": ("every", "relative"), "crontab": (*_CRON_FIELDS, "timezone"),
-               "solar": ("event", "latitude", "longitude"), "clocked": ("at",)}[kind]
-    unknown = sorted(set(spec) - {"type", *allowed})
-    if unknown:
-        raise fail(f"unknown key {unknown[0]!r} for a {kind} schedule (allowed: {', '.join(allowed)})", unknown[0])
-    out: dict[str, Any] = {"type": kind}
-    if kind == "interval":
-        every = spec.get("every")
-        if not _is_number(every) or not math.isfinite(every) or every < _MIN_EVERY:
-            raise fail(f"must be a number of seconds >= {_MIN_EVERY}, not {every!r}", "every")
-        relative = spec.get("relative", False)
-        if not isinstance(relative, bool):
-            raise fail(f"must be true or false, not {relative!r}", "relative")
-        out.update(every=float(every), relative=relative)
-    elif kind == "crontab":
-        for key in _CRON_FIELDS:
-            value = spec.get(key, "*")
-            if not isinstance(value, str) or not value.strip():
-                raise fail(f"must be a non-empty crontab field string, not {value!r}", key)
-            out[key] = value
-        tz = spec.get("timezone")
-        if tz is not None:
-            if not isinstance(tz, str):
-                raise fail(f"must be an IANA time zone name or null, not {tz!r}", "timezone")
-            try:
-                ZoneInfo(tz)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise fail(f"unknown time zone {tz!r}", "timezone") from None
-        out["timezone"] = tz
-    elif kind == "solar":
-        event = spec.get("event")
-        if event not in SOLAR_EVENTS:
-            raise fail(f"must be one of {', '.join(SOLAR_EVENTS)}, not {event!r}", "event")
-        for key, limit in (("latitude", 90), ("longitude", 180)):
-            value = spec.get(key)
-            if not _is_number(value) or not math.isfinite(value) or not -limit <= value <= limit:
-                raise fail(f"must be a number in [-{limit}, {limit}], not {value!r}", key)
-            out[key] = float(value)
-        out["event"] = event
-    else:
-        at = spec.get("at")
-        if not isinstance(at, str):
-            raise fail(f"must be an aware ISO 8601 string, not {at!r}", "at")
-        try:
-            _parse_aware(at)
-        except ValueError as exc:
-            raise fail(f"{at!r} is not an aware ISO 8601 datetime: {exc}", "at") from None
-        out["at"] = at
-    return out
-
-
-def _check_json_value(value: Any, field_name: str, name: str | None) -> None:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise PeriodicEntryError(f"is not JSON-serializable: {exc}", field_name, name) from None
-
-
-def _check_str_keys(value: dict[str, Any], field_name: str, name: str | None) -> None:
-    for key in value:
-        if not isinstance(key, str):
-            raise PeriodicEntryError(f"keys must be strings, not {key!r}", field_name, name)
-
-
-def validate(entry: PeriodicEntry) -> None:
-    """Raise :class:`PeriodicEntryError` (a ``ConfigurationError``) naming the first invalid field.
-
-    Names: non-empty, at most :data:`MAX_NAME_LENGTH` characters, no ``{``/``}`` (Redis Cluster
-    hash tags: a name goes into keys, and a brace would move it to another slot) and no control
-    characters (they break logs and the CLI).
-    """
-    name = entry.name
-    if not isinstance(name, str) or not name:
-        raise PeriodicEntryError(f"must be a non-empty string, not {name!r}", "name")
-    if len(name) > MAX_NAME_LENGTH:
-        raise PeriodicEntryError(f"is longer than {MAX_NAME_LENGTH} characters", "name", name[:40] + "...")
-    if "{" in name or "}" in name:
-        raise PeriodicEntryError("must not contain '{' or '}' (Redis Cluster hash tags)", "name", name)
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
-        raise PeriodicEntryError("must not contain control characters", "name", name)
-    if not isinstance(entry.task, str) or not entry.task.strip():
-        raise PeriodicEntryError("must be a non-empty task name", "task", name)
-    normalize_schedule(entry.schedule, name)
-    if not isinstance(entry.args, list):
-        raise PeriodicEntryError(f"must be a list, not {type(entry.args).__name__}", "args", name)
-    _check_json_value(entry.args, "args", name)
-    for key in ("kwargs", "headers", "options"):
-        value = getattr(entry, key)
-        if not isinstance(value, dict):
-            raise PeriodicEntryError(f"must be a dict, not {type(value).__name__}", key, name)
-        _check_str_keys(value, key, name)
-        _check_json_value(value, key, name)
-    refused = sorted(set(entry.options) & set(REFUSED_OPTIONS))
-    if refused:
-        raise PeriodicEntryError(f"{refused[0]!r} cannot be an option of a periodic entry (its timing and id are "
-                                 "the schedule's; queue, exchange, routing_key, priority, headers and expires "
-                                 "are fields)", "options", name)
-    for key in ("queue", "exchange", "routing_key"):
-        value = getattr(entry, key)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise PeriodicEntryError(f"must be a non-empty string or None, not {value!r}", key, name)
-    if entry.priority is not None and (
-            isinstance(entry.priority, bool) or not isinstance(entry.priority, int) or not 0 <= entry.priority <= 255):
-        raise PeriodicEntryError(f"must be an int in [0, 255] or None, not {entry.priority!r}", "priority", name)
-    for key in ("expires", "start_time", "end_time"):
-        value = getattr(entry, key)
-        if value is not None:
-            _require_aware_iso(value, key, name)
-    if entry.expire_seconds is not None and (
-            not _is_number(entry.expire_seconds) or not math.isfinite(entry.expire_seconds)
-            or entry.expire_seconds < 0):
-        raise PeriodicEntryError(f"must be a number >= 0 or None, not {entry.expire_seconds!r}",
-                                 "expire_seconds", name)
-    if entry.expires is not None and entry.expire_seconds is not None:
-        # django-celery-beat refuses both too: which one would win is not obvious.
-        raise PeriodicEntryError("set at most one of expires and expire_seconds", "expire_seconds", name)
-    if entry.start_time is not None and entry.end_time is not None and \
-            iso_to_ms(entry.end_time) < iso_to_ms(entry.start_time):
-        raise PeriodicEntryError("is before start_time", "end_time", name)
-    for key in ("one_off", "enabled", "paused"):
-        if not isinstance(getattr(entry, key), bool):
-            raise PeriodicEntryError(f"must be true or false, not {getattr(entry, key)!r}", key, name)
-    for key in ("description", "pause_note"):
-        if not isinstance(getattr(entry, key), str):
-            raise PeriodicEntryError("must be a string", key, name)
-    if entry.catchup not in CATCHUP_POLICIES:
-        raise PeriodicEntryError(f"must be one of {', '.join(CATCHUP_POLICIES)}, not {entry.catchup!r}",
-                                 "catchup", name)
-    window = entry.catchup_window
-    if window is not None and (not _is_number(window) or not math.isfinite(window) or window <= 0):
-        raise PeriodicEntryError(f"must be a number of seconds > 0 or None, not {window!r}", "catchup_window", name)
-    if entry.overlap not in OVERLAP_POLICIES:
-        raise PeriodicEntryError(f"must be one of {', '.join(OVERLAP_POLICIES)}, not {entry.overlap!r}",
-                                 "overlap", name)
-    if not _is_number(entry.jitter) or not math.isfinite(entry.jitter) or entry.jitter < 0:
-        raise PeriodicEntryError(f"must be a number of seconds >= 0, not {entry.jitter!r}", "jitter", name)
-
-
-# -- JSON codec -------------------------------------------------------------------------------------
-
-_ENTRY_FIELDS = tuple(f.name for f in fields(PeriodicEntry))
-_REQUIRED = ("name", "task", "schedule")
-_FLOAT_FIELDS = ("expire_seconds", "catchup_window", "jitter")
-
-
-# One encoder, made once (json.dumps with options makes a new one per call: a third of the cost).
-_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
-
-
-def _dumps(obj: Any) -> str:
-    # Sorted keys and no spaces: the same entry is always the same bytes (cheap change detection).
-    return _ENCODER.encode(obj)
-
-
-def _loads_object(data: str | bytes, what: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PeriodicEntryError(f"{what} is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise PeriodicEntryError(f"{what} must be a JSON object, not {type(obj).__name__}")
-    return obj
-
-
-def _check_version(obj: dict[str, Any], expected: int, what: str) -> None:
-    version = obj.pop("v", None)
-    if version != expected:
-        raise PeriodicEntryError(f"unsupported {what} format version {version!r} (this code reads {expected})", "v")
-
-
-_ENTRY_DEFAULTS = {f.name: (f.default_factory() if callable(f.default_factory) else f.default)
-                   for f in fields(PeriodicEntry) if f.name not in _REQUIRED}
-
-
-def entry_to_json(entry: PeriodicEntry, *, defaults: bool = True) -> str:
-    """The compact, stable, versioned JSON of a valid entry. With ``defaults`` every field is
-    written; without, the fields equal to their default are left out (the store's form: a third
-    of the bytes; the defaults are those of format version ``v``, so changing one means a new
-    version that still reads the old)."""
-    validate(entry)
-    obj: dict[str, Any] = {name: getattr(entry, name) for name in _ENTRY_FIELDS
-                           if defaults or name in _REQUIRED or getattr(entry, name) != _ENTRY_DEFAULTS[name]}
-    obj["schedule"] = normalize_schedule(entry.schedule, entry.name)
-    obj["v"] = ENTRY_FORMAT_VERSION
-    return _dumps(obj)
-
-
-#: The fields that decide when an entry fires. The store keeps them apart from the rest of the
-#: definition, so that entries sharing a schedule and policies share the same bytes and a leader
-#: planning 100,000 of them parses them once.
-PLAN_FIELDS = ("schedule", "start_time", "end_time", "expires", "expire_seconds", "one_off", "enabled", "paused",
-               "catchup", "catchup_window", "overlap", "jitter")
-
-
-def split_entry(entry: PeriodicEntry) -> tuple[str, str]:
-    """``(plan, rest)``: the compact JSON of the :data:`PLAN_FIELDS` and of the other fields of a
-    valid entry (fields equal to their default left out); :func:`join_entry` puts them together."""
-    full = json.loads(entry_to_json(entry, defaults=False))
-    plan = {key: full.pop(key) for key in PLAN_FIELDS if key in full}
-    plan["v"] = full["v"]
-    return _dumps(plan), _dumps(full)
-
-
-def join_entry(plan: str | bytes, rest: str | bytes) -> PeriodicEntry:
-    """The entry of :func:`split_entry`'s two parts, validated as :func:`entry_from_json` does."""
-    plan_obj, rest_obj = _loads_object(plan, "entry plan"), _loads_object(rest, "entry")
-    if plan_obj.get("v") != rest_obj.get("v"):
-        raise PeriodicEntryError("the entry's plan and definition are of different format versions", "v")
-    return entry_from_json(_dumps({**rest_obj, **plan_obj}))
-
-
-def entry_from_json(data: str | bytes) -> PeriodicEntry:
-    """Decode and validate :func:`entry_to_json`'s output; anything else raises :class:`PeriodicEntryError`."""
-    obj = _loads_object(data, "entry")
-    _check_version(obj, ENTRY_FORMAT_VERSION, "entry")
-    raw_name = obj.get("name")
-    name = raw_name if isinstance(raw_name, str) else None
-    unknown = sorted(set(obj) - set(_ENTRY_FIELDS))
-    if unknown:
-        raise PeriodicEntryError("unknown field", unknown[0], name)
-    for key in _REQUIRED:
-        if key not in obj:
-            raise PeriodicEntryError("is missing", key, name)
-    for key in _FLOAT_FIELDS:
-        # JSON has one number type: 30 and 30.0 are the same setting.
-        if _is_number(obj.get(key)):
-            obj[key] = float(obj[key])
-    try:
-        entry = PeriodicEntry(**obj)
-    except TypeError as exc:  # pragma: no cover - unknown and missing keys are caught above
-        raise PeriodicEntryError(str(exc), None, name) from None
-    validate(entry)
-    return replace(entry, schedule=normalize_schedule(entry.schedule, entry.name))
-
-
-_STATE_DEFAULTS = {f.name: f.default for f in fields(PeriodicState)}
-
-
-def state_to_json(state: PeriodicState, *, defaults: bool = True) -> str:
-    """Without ``defaults`` (the store's form) the fields equal to their default are left out."""
-    obj: dict[str, Any] = {name: getattr(state, name) for name, default in _STATE_DEFAULTS.items()
-                           if defaults or getattr(state, name) != default}
-    obj["v"] = STATE_FORMAT_VERSION
-    return _dumps(obj)
-
-
-def state_from_json(data: str | bytes) -> PeriodicState:
-    obj = _loads_object(data, "state")
-    _check_version(obj, STATE_FORMAT_VERSION, "state")
-    known = {f.name for f in fields(PeriodicState)}
-    unknown = sorted(set(obj) - known)
-    if unknown:
-        raise PeriodicEntryError("unknown state field", unknown[0])
-    for key in ("next_run_ms", "last_run_ms", "buffered_ms"):
-        value = obj.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise PeriodicEntryError(f"must be an int of ms or null, not {value!r}", key)
-    for key in ("total_run_count", "revision"):
-        count = obj.get(key, 0)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise PeriodicEntryError(f"must be an int >= 0, not {count!r}", key)
-    task_id = obj.get("last_task_id")
-    if task_id is not None and not isinstance(task_id, str):
-        raise PeriodicEntryError(f"must be a string or null, not {task_id!r}", "last_task_id")
-    return PeriodicState(**obj)

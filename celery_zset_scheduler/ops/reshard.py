@@ -30,6 +30,7 @@ from typing import Any
 from ..errors import PoisonMessage, ZSetSchedulerError
 from ..model.codec import decode
 from ..model.headers import PERIODIC
+from ..model.ids import task_id_of
 from ..model.keys import KeySpace
 from ..model.reshard import Layout, ShardPlan, check_target, routing_key, shard_for
 from ..store import meta
@@ -96,26 +97,28 @@ class _Router:
         self.client, self.keys, self.old, self.new = client, keys, old, new
         self.shared = Shared(client, keys)
 
-    def targets(self, shard: int, ids: Sequence[str]) -> dict[str, int]:
-        """The new shard of each id pending in ``shard``."""
-        if not ids:
+    def targets(self, shard: int, members: Sequence[bytes | str]) -> dict[bytes | str, int]:
+        """The new shard of each entry pending in ``shard``, by member as stored (model/ids.py)."""
+        if not members:
             return {}
         sk = self.keys.shard(shard)
-        ikeys = self.client.hmget(sk.id_keys, list(ids))
-        routing: dict[str, str] = {}
-        foreign: list[str] = []
-        for task_id, ikey in zip(ids, ikeys, strict=True):
+        ikeys = self.client.hmget(sk.id_keys, list(members))
+        routing: dict[bytes | str, str] = {}
+        foreign: list[bytes | str] = []
+        for stored, ikey in zip(members, ikeys, strict=True):
+            task_id = task_id_of(stored)
             if ikey:
-                routing[task_id] = ikey.decode()
+                routing[stored] = ikey.decode()
             elif shard_for(task_id, self.old) == shard or shard_for(task_id, self.new) == shard:
-                routing[task_id] = task_id
+                routing[stored] = task_id
             else:
-                foreign.append(task_id)  # placed by something else: a periodic entry's occurrence
+                foreign.append(stored)  # placed by something else: a periodic entry's occurrence
         if foreign:
-            for task_id, value in zip(foreign, self.client.hmget(sk.msg, foreign), strict=True):
+            for stored, value in zip(foreign, self.client.hmget(sk.msg, foreign), strict=True):
                 whole = None if value is None else self.shared.inline(shard, bytes(value))
-                routing[task_id] = routing_key(task_id, None, _periodic_name(task_id, whole))
-        return {task_id: shard_for(routing[task_id], self.new) for task_id in ids}
+                task_id = task_id_of(stored)
+                routing[stored] = routing_key(task_id, None, _periodic_name(task_id, whole))
+        return {stored: shard_for(routing[stored], self.new) for stored in members}
 
 
 def _periodic_name(task_id: str, value: bytes | None) -> str | None:
@@ -162,7 +165,7 @@ def plan(store: Store, to: int, *, batch: int = 500) -> Report:
         after: tuple[int, str] | None = None
         while True:
             page = store.scripts.run(_page(keys, shard, after, batch))
-            targets = router.targets(shard, [e.task_id for e in page.entries])
+            targets = router.targets(shard, [e.member for e in page.entries])
             for target in targets.values():
                 moves.entries.count(target)
             if page.cursor is None:
@@ -172,8 +175,8 @@ def plan(store: Store, to: int, *, batch: int = 500) -> Report:
             moves.entries.count(shard_for(routing_key(held.task_id, held.idempotency_key, None), to))
         for name in _names(store.client, keys, shard):
             moves.periodic.count(shard_for(name, to))
-        for task_id, _ in _revoke_records(store.client, keys, shard):
-            moves.revokes.count(shard_for(task_id, to))
+        for stored, _ in _revoke_records(store.client, keys, shard):
+            moves.revokes.count(shard_for(task_id_of(stored), to))
         moves.inflight = int(store.client.zcard(keys.shard(shard).inflight))
         report.shards.append(moves)
     return report
@@ -195,9 +198,10 @@ def _names(client: Any, keys: KeySpace, shard: int, batch: int = 1000) -> list[s
         start = "(" + names[-1]
 
 
-def _revoke_records(client: Any, keys: KeySpace, shard: int) -> list[tuple[str, int]]:
+def _revoke_records(client: Any, keys: KeySpace, shard: int) -> list[tuple[bytes, int]]:
+    """The shard's revoke records: (member as stored, expiry ms); a move carries the member."""
     rows = client.zrange(keys.shard(shard).revoked, 0, -1, withscores=True)
-    return [(i.decode(), int(s)) for i, s in rows]
+    return [(bytes(i), int(s)) for i, s in rows]
 
 
 class _Run:
@@ -268,23 +272,24 @@ class _Run:
             held = self.scripts.run(held_call(self.keys, shard, self.batch))
             if not held:
                 break
-            targets = {h.task_id: shard_for(routing_key(h.task_id, h.idempotency_key, _periodic_name(
-                h.task_id, None if h.value is None else self.shared.inline(shard, h.value))), self.new)
-                       for h in held}
+            targets: dict[bytes | str, int] = {
+                h.member: shard_for(routing_key(h.task_id, h.idempotency_key, _periodic_name(
+                    h.task_id, None if h.value is None else self.shared.inline(shard, h.value))), self.new)
+                for h in held}
             moved += self._put_and_drop(shard, held, targets, moves)
         packed = {n.decode(): p for n, p in self.client.hgetall(sk.moving_periodic).items()}
         if packed:
             moved += self._put_periodic(shard, list(packed.items()), moves)
         return moved
 
-    def _put_and_drop(self, shard: int, held: list[Held], targets: dict[str, int], moves: ShardMoves) -> int:
+    def _put_and_drop(self, shard: int, held: list[Held], targets: dict[bytes | str, int], moves: ShardMoves) -> int:
         by_target: dict[int, list[Held]] = defaultdict(list)
         orphans: list[str] = []
         for h in held:
             if h.value is None:
                 orphans.append(h.task_id)  # in `due` without its message: the dispatcher would drop it
             else:
-                by_target[targets[h.task_id]].append(h)
+                by_target[targets[h.member]].append(h)
         # A value may refer to a shared prefix of its old shard: the prefix is written to the new
         # shard first, so the value moves byte for byte.
         prefixes: set[tuple[str, bytes, bytes]] = set()
@@ -300,7 +305,7 @@ class _Run:
         for target, entries in by_target.items():
             for _ in entries:
                 moves.entries.count(target)
-        self.scripts.run(drop_call(self.keys, shard, [h.task_id for h in held]))
+        self.scripts.run(drop_call(self.keys, shard, [h.member for h in held]))
         if orphans:
             self.progress("orphans", shard=shard, count=len(orphans))
         return len(held)
@@ -311,7 +316,7 @@ class _Run:
         while True:
             self.renew()
             page = self.scripts.run(_page(self.keys, shard, after, self.batch))
-            targets = self.router.targets(shard, [e.task_id for e in page.entries])
+            targets = self.router.targets(shard, [e.member for e in page.entries])
             leaving = [i for i, t in targets.items() if t != shard]
             if leaving:
                 held = self.scripts.run(take_call(self.keys, shard, leaving))
@@ -345,12 +350,12 @@ class _Run:
 
     def _move_revokes(self, shard: int, moves: ShardMoves) -> int:
         leaving = [(i, e) for i, e in _revoke_records(self.client, self.keys, shard)
-                   if shard_for(i, self.new) != shard]
+                   if shard_for(task_id_of(i), self.new) != shard]
         if not leaving:
             return 0
-        by_target: dict[int, list[tuple[str, int]]] = defaultdict(list)
-        for task_id, expiry in leaving:
-            by_target[shard_for(task_id, self.new)].append((task_id, expiry))
+        by_target: dict[int, list[tuple[bytes | str, int]]] = defaultdict(list)
+        for stored, expiry in leaving:
+            by_target[shard_for(task_id_of(stored), self.new)].append((stored, expiry))
         self.scripts.run_many([revokes_put_call(self.keys, t, records) for t, records in by_target.items()])
         for target, records in by_target.items():
             for _ in records:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..model.ids import member, task_id_of
 from ..model.keys import KeySpace
 from .pending import Store
 from .scripts import Call, ScriptDef, as_int
@@ -35,8 +36,10 @@ class Fence:
     epoch: int
 
 
-@dataclass(frozen=True)
-class Claimed:
+class Claimed(NamedTuple):
+    """A claimed entry (a named tuple: one is made per entry claimed, a frozen dataclass costs
+    several times as much to make)."""
+
     task_id: str
     due_ms: int
     payload: bytes  # the encoded message (its arrival stamp taken off)
@@ -44,6 +47,13 @@ class Claimed:
     lease_ms: int = 0  # the in-flight score this claim gave it: identifies the claim
     arrival: Arrival = UNSTAMPED  # when it reached the store: orders entries due at the same instant
     revoke_gen: int = 0  # the shard's revoke count when claimed: revokes since then change it
+    #: the member as read (model/ids.py): ack and release act on it, not on the id packed again,
+    #: so an entry an older version wrote (its UUID as text) is acked as it is stored
+    stored_as: bytes | str = ""
+
+    @property
+    def member(self) -> bytes | str:
+        return self.stored_as or member(self.task_id)
 
     @property
     def order(self) -> tuple[int, Arrival]:
@@ -81,15 +91,17 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
             return ClaimResult(True, 0, None, [])
         _, now, nxt, ids, scores, payloads, deadline, orphans, revoked, gen = reply
         entries = []
+        shard, lease, generation = fence.shard, int(deadline), int(gen)
+        expand = shared.expand if shared is not None else None
         for i, s, value in zip(ids, scores, payloads, strict=True):
             arrival, payload = split(value)
-            if shared is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
-                payload = shared.expand(payload) or payload
-            entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival, int(gen)))
+            if expand is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
+                payload = expand(payload) or payload
+            entries.append(Claimed(task_id_of(i), int(s) if s.isdigit() else int(float(s)), payload, shard, lease,
+                                   arrival, generation, i))
         next_due = int(float(nxt))
         return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
-                           [o.decode(errors="replace") for o in orphans],
-                           [r.decode(errors="replace") for r in revoked], int(gen))
+                           [task_id_of(o) for o in orphans], [task_id_of(r) for r in revoked], int(gen))
 
     args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms]
     return CLAIM.call(keys.shard(fence.shard), args, parse)
@@ -98,20 +110,20 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
 def ack_call(keys: KeySpace, shard: int, entries: Sequence[Claimed]) -> Call[int]:
     args: list[Any] = []
     for e in entries:
-        args += (e.task_id, e.lease_ms)
+        args += (e.member, e.lease_ms)
     return ACK.call(keys.shard(shard), args, as_int)
 
 
 def release_call(keys: KeySpace, shard: int, entries: Sequence[Claimed]) -> Call[int]:
     args: list[Any] = []
     for e in entries:
-        args += (e.task_id, e.lease_ms, e.due_ms)
+        args += (e.member, e.lease_ms, e.due_ms)
     return RELEASE.call(keys.shard(shard), args, as_int)
 
 
 def reap_call(keys: KeySpace, fence: Fence, limit: int) -> Call[list[str] | None]:
     def parse(reply: Any) -> list[str] | None:
-        return None if int(reply[0]) == 0 else [i.decode() for i in reply[1]]
+        return None if int(reply[0]) == 0 else [task_id_of(i) for i in reply[1]]
 
     return REAP.call(keys.shard(fence.shard), [fence.token, fence.epoch, limit], parse)
 
@@ -185,7 +197,7 @@ def expand_claimed(shared: Shared, results: dict[int, Any]) -> None:
     shared.load(wanted)
     for shard, result in list(results.items()):
         if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" for e in result.entries):
-            entries = [e if e.payload[:1] != b"\x02" else replace(e, payload=shared.expand(e.payload) or e.payload)
+            entries = [e if e.payload[:1] != b"\x02" else e._replace(payload=shared.expand(e.payload) or e.payload)
                        for e in result.entries]
             results[shard] = replace(result, entries=entries)
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..model.ids import task_id_of
 from ..model.keys import KeySpace
 from .claims import Claimed, ClaimResult, Fence, expand_claimed
 from .scripts import Call, ScriptDef
@@ -63,11 +64,11 @@ def fast_push_call(keys: KeySpace, fence: Fence, routes: Routes, *, limit: int, 
             arrival, payload = split(value)
             if shared is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
                 payload = shared.expand(payload) or payload
-            entries.append(Claimed(i.decode(), int(float(s)), payload, fence.shard, int(deadline), arrival, int(gen)))
+            entries.append(Claimed(task_id_of(i), int(float(s)), payload, fence.shard, int(deadline), arrival,
+                                   int(gen), i))
         next_due = int(float(nxt))
         claim = ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
-                            [o.decode(errors="replace") for o in orphans],
-                            [r.decode(errors="replace") for r in revoked], int(gen))
+                            [task_id_of(o) for o in orphans], [task_id_of(r) for r in revoked], int(gen))
         first_ms, last_ms = int(first), int(last)
         return FastResult(claim, [int(p) for p in pushed], None if first_ms < 0 else first_ms,
                           None if last_ms < 0 else last_ms)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..model.ids import member
 from .pending import Store
 from .scripts import Call, ScriptDef
 
@@ -36,7 +37,7 @@ def import_entries(store: Store, entries: Sequence[Importing]) -> list[ImportSta
         sk = store.keys.shard(shard)
         args: list[Any] = [store.keys.wake_channel, shard, KEEP_MS]
         for n in indexes:
-            args += (entries[n].task_id, int(entries[n].due_ms), entries[n].payload)
+            args += (member(entries[n].task_id), int(entries[n].due_ms), entries[n].payload)
         call: Call[list[ImportStatus]] = IMPORT.call_with(
             (sk.due, sk.msg, sk.wake, store.keys.imported(shard)), args, _parse)
         statuses: list[ImportStatus] = store.scripts.run(call)

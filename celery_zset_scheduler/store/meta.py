@@ -20,7 +20,9 @@ META = ScriptDef("meta", ("meta",))
 RESHARD_BEGIN = ScriptDef("reshard_begin", ("meta",))
 RESHARD_FINISH = ScriptDef("reshard_finish", ("meta",))
 
-FIELDS = ("shards", "version", "moving_to", "resharded_from")
+FIELDS = ("shards", "version", "moving_to", "resharded_from", "text_ids")
+#: Copies a shard's revoke records of UUIDs stored as text to their packed form (model/ids.py).
+PACK_REVOKES = ScriptDef("revokes_pack", ("revoked",))
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,14 @@ class Recorded:
     version: int | None
     moving_to: int | None = None  # a reshard under way, to this count
     resharded_from: int | None = None  # the count before the last reshard
+    text_flag: int | None = None  # 1: upgraded from a version that stored every task id as text
+    upgraded: bool = False  # this very call upgraded the store
+
+    @property
+    def text_ids(self) -> bool:
+        """Whether members may be UUIDs as text (written by format 4 or before), so that a lookup
+        of a packed id must look for its text too."""
+        return bool(self.text_flag) or (self.version is not None and self.version != FORMAT_VERSION)
 
     @property
     def layout(self) -> Layout | None:
@@ -42,8 +52,10 @@ def _int(value: Any) -> int | None:
 
 
 def _recorded(reply: Any) -> Recorded:
-    values = [_int(v) for v in reply] + [None] * (len(FIELDS) - len(reply))
-    return Recorded(*values[: len(FIELDS)])
+    values = [_int(v) for v in reply[: len(FIELDS)]] + [None] * (len(FIELDS) - len(reply))
+    upgraded = len(reply) > len(FIELDS) and bool(int(reply[len(FIELDS)]))
+    shards, version, moving_to, resharded_from, text_flag = values[: len(FIELDS)]
+    return Recorded(shards, version, moving_to, resharded_from, text_flag, upgraded)
 
 
 def _layout(reply: Any) -> Layout | None:
@@ -55,6 +67,13 @@ def record_call(keys: KeySpace) -> Call[Recorded]:
     """Record this client's shard count and format unless recorded (a store of the previous format
     is upgraded: it is read as it is); returns what is recorded."""
     return META.call(keys, [keys.shards, FORMAT_VERSION, *UPGRADES_FROM], _recorded)
+
+
+def pack_revoke_records(scripts: Scripts, keys: KeySpace) -> None:
+    """After the upgrade from format 4: give every revoke record of a UUID kept as text a copy
+    under the packed member, which the claim of an entry scheduled from now on looks for (records
+    are capped per shard: a bounded pass, once)."""
+    scripts.run_many([PACK_REVOKES.call(keys.shard(s), [], lambda r: int(r)) for s in range(keys.span)])
 
 
 def begin_call(keys: KeySpace, current: int, to: int) -> Call[Layout | None]:

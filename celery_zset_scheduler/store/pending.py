@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ShardCountMismatch
+from ..model.ids import member, task_id_of
 from ..model.keys import KeySpace, check_storable, storable
 from ..model.logs import log_event
 from ..model.reshard import shard_for
@@ -59,6 +60,12 @@ class PageEntry:
     task_id: str
     due_ms: int
     payload: bytes | None
+    #: the member as stored (model/ids.py): packed, or the text an older version wrote
+    stored_as: bytes | str = ""
+
+    @property
+    def member(self) -> bytes | str:
+        return self.stored_as or member(self.task_id)
 
 
 @dataclass(frozen=True)
@@ -74,7 +81,7 @@ def cancel_call(keys: KeySpace, shard: int, ids: Sequence[str]) -> Call[dict[str
         named: dict[int, CancelStatus] = {1: "cancelled", -1: "inflight", 0: "unknown"}
         return {i: named[int(r)] for i, r in zip(ids, replies, strict=True)}
 
-    return CANCEL.call(keys.shard(shard), ids, parse)
+    return CANCEL.call(keys.shard(shard), [member(i) for i in ids], parse)
 
 
 def get_call(keys: KeySpace, shard: int, task_id: str) -> Call[StoredEntry | None]:
@@ -84,11 +91,11 @@ def get_call(keys: KeySpace, shard: int, task_id: str) -> Call[StoredEntry | Non
         state: Literal["pending", "inflight"] = "pending" if reply[0] == b"pending" else "inflight"
         return StoredEntry(task_id, shard, state, int(float(reply[1])), stored_payload(reply[2] or None))
 
-    return GET.call(keys.shard(shard), [task_id], parse)
+    return GET.call(keys.shard(shard), [member(task_id)], parse)
 
 
 def reschedule_call(keys: KeySpace, shard: int, task_id: str, due_ms: int) -> Call[bool]:
-    return RESCHEDULE.call(keys.shard(shard), [keys.wake_channel, shard, task_id, int(due_ms)], as_bool)
+    return RESCHEDULE.call(keys.shard(shard), [keys.wake_channel, shard, member(task_id), int(due_ms)], as_bool)
 
 
 def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_due: int | None,
@@ -96,7 +103,7 @@ def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_
     limit = max(1, int(limit))
     args = [
         "" if after is None else int(after[0]),
-        "" if after is None else after[1],
+        "" if after is None else member(after[1]),
         "-inf" if min_due is None else int(min_due),
         "+inf" if max_due is None else int(max_due),
         limit,
@@ -106,7 +113,7 @@ def page_call(keys: KeySpace, shard: int, *, after: tuple[int, str] | None, min_
     def parse(reply: Any) -> Page:
         ids, scores, payloads = reply
         entries = [
-            PageEntry(i.decode(), int(float(s)), stored_payload(payloads[n] or None) if with_payloads else None)
+            PageEntry(task_id_of(i), int(float(s)), stored_payload(payloads[n] or None) if with_payloads else None, i)
             for n, (i, s) in enumerate(zip(ids, scores, strict=True))
         ]
         cursor = (entries[-1].due_ms, entries[-1].task_id) if len(entries) == limit else None
@@ -134,6 +141,9 @@ class Store:
         self.shared = Shared(client, lambda: self.keys)  # the keys change with a reshard
         self._meta_checked = False
         self._meta_lock = threading.Lock()
+        #: Whether the store may hold UUIDs as text members (written by format 4 or before): the
+        #: schedule script then looks for them too. Known once the meta is read (until then: may).
+        self.text_ids = True
 
     @property
     def clustered(self) -> bool:
@@ -151,7 +161,10 @@ class Store:
             return
         with self._meta_lock:
             if not self._meta_checked:
-                self._follow(meta.ensure(self.scripts, self.keys, self.configured))
+                recorded = meta.ensure(self.scripts, self.keys, self.configured)
+                self._follow(recorded)
+                if recorded.upgraded:  # the first client of this version on an older store
+                    meta.pack_revoke_records(self.scripts, self.keys)
                 self._meta_checked = True
 
     def verify_meta(self) -> None:
@@ -176,6 +189,7 @@ class Store:
         self._meta_checked = True
 
     def _follow(self, recorded: meta.Recorded) -> None:
+        self.text_ids = recorded.text_ids
         layout = recorded.layout
         if layout is None:
             return
@@ -212,7 +226,7 @@ class Store:
             compacted = NewEntry(task_id, due_ms, value, idempotency_key)
             before = () if write is None else (("HSETNX", *write),)
             try:
-                return self.scripts.run(schedule_call(keys, shard, [compacted], replace), durable=True,
+                return self.scripts.run(schedule_call(keys, shard, [compacted], replace, self.text_ids), durable=True,
                                         before=before)[0]
             except Exception as exc:
                 if not layout_refused(exc):
@@ -258,7 +272,7 @@ class Store:
                 compacted.append(NewEntry(entries[i].task_id, entries[i].due_ms, value, entries[i].idempotency_key))
             for start in range(0, len(indexes), CHUNK):
                 chunks.append(indexes[start:start + CHUNK])
-                calls.append(schedule_call(keys, shard, compacted[start:start + CHUNK], replace))
+                calls.append(schedule_call(keys, shard, compacted[start:start + CHUNK], replace, self.text_ids))
         before = [("HSETNX", key, sid, prefix) for (key, sid), prefix in writes.items()]
         refused: list[int] = []
         failure: Exception | None = None
@@ -279,7 +293,8 @@ class Store:
         """Schedule new ``(task_id, due_ms, payload)`` entries without idempotency keys, streamed
         as they come (the bulk path: see :mod:`.stream`); returns how many were new."""
         self.check_meta()
-        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, self._moved, shared=self.shared) as stream:
+        with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, self._moved, shared=self.shared,
+                            text_ids=self.text_ids) as stream:
             for task_id, due_ms, payload in entries:
                 stream.add(task_id, due_ms, payload)
         return stream.created
@@ -365,8 +380,8 @@ class Store:
         if not with_payloads:
             return page
         payloads = self.shared.resolve(shard, [e.payload for e in page.entries])
-        return Page([PageEntry(e.task_id, e.due_ms, p) for e, p in zip(page.entries, payloads, strict=True)],
-                    page.cursor)
+        return Page([PageEntry(e.task_id, e.due_ms, p, e.stored_as)
+                     for e, p in zip(page.entries, payloads, strict=True)], page.cursor)
 
     def _first_hit(self, task_id: str, make: Any) -> tuple[int, Any] | None:
         """Run ``make(shard)``'s call on the id's own shard, then (one round trip) on the others;

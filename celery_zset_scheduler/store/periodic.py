@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..model.ids import member
 from ..model.keys import KeySpace
 from .claims import Fence
 from .leases import UNLOCK
@@ -50,7 +51,7 @@ class DueEntry:
 
     name: str
     look_ms: int  # its score in ``next``
-    plan: bytes  # the fields that decide when it fires (model.periodic.split_entry)
+    plan: bytes  # the fields that decide when it fires (model.periodic_json.split_entry)
     state: bytes
     mark: bytes  # the overlap mark (b"" for none)
     outstanding_until: int | None  # while its last tracked occurrence counts as pending or running
@@ -126,7 +127,7 @@ def due_call(keys: KeySpace, fence: Fence, *, limit: int, max_wait_ms: int, wake
 def _occurrence_args(occurrences: Sequence[Occurrence]) -> list[Any]:
     args: list[Any] = []
     for o in occurrences:
-        args += (o.task_id, int(o.due_ms), b"" if o.payload is None else o.payload)
+        args += (member(o.task_id), int(o.due_ms), b"" if o.payload is None else o.payload)
     return args
 
 

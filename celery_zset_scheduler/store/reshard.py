@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.ids import task_id_of
 from ..model.keys import KeySpace
 from .scripts import Call, ScriptDef, as_bool, as_int
 
@@ -47,18 +48,19 @@ class Held:
     due_ms: int
     value: bytes | None  # the stored value, arrival stamp included; None for an id without a message
     idempotency_key: str | None
+    member: bytes = b""  # as stored (model/ids.py): the move carries it as it is
 
 
 def _held(reply: Any) -> list[Held]:
     return [
-        Held(i.decode(), int(float(s)), v or None, k.decode() if k else None)
+        Held(task_id_of(i), int(float(s)), v or None, k.decode() if k else None, i)
         for i, s, v, k in reply
     ]
 
 
-def take_call(keys: KeySpace, shard: int, ids: Sequence[str]) -> Call[list[Held]]:
-    """Take the ids still pending in ``shard`` into its moving area."""
-    return TAKE.call(keys.shard(shard), list(ids), _held)
+def take_call(keys: KeySpace, shard: int, members: Sequence[bytes | str]) -> Call[list[Held]]:
+    """Take the entries still pending in ``shard`` into its moving area, by member as stored."""
+    return TAKE.call(keys.shard(shard), list(members), _held)
 
 
 def held_call(keys: KeySpace, shard: int, most: int) -> Call[list[Held]]:
@@ -70,13 +72,13 @@ def put_call(keys: KeySpace, shard: int, entries: Sequence[Held]) -> Call[list[i
     """Put taken entries into ``shard``: 1 put, 0 put before, 2 the id was pending there already."""
     args: list[Any] = [keys.wake_channel, shard]
     for e in entries:
-        args += (e.task_id, e.due_ms, e.value or b"", e.idempotency_key or "")
+        args += (e.member, e.due_ms, e.value or b"", e.idempotency_key or "")
     return PUT.call(keys.shard(shard), args, lambda reply: [int(r) for r in reply])
 
 
-def drop_call(keys: KeySpace, shard: int, ids: Sequence[str]) -> Call[int]:
-    """Forget moved entries in their old ``shard``; how many were still there."""
-    return DROP.call(keys.shard(shard), list(ids), as_int)
+def drop_call(keys: KeySpace, shard: int, members: Sequence[bytes | str]) -> Call[int]:
+    """Forget moved entries (by member as stored) in their old ``shard``; how many were still there."""
+    return DROP.call(keys.shard(shard), list(members), as_int)
 
 
 def periodic_take_call(keys: KeySpace, shard: int, names: Sequence[str]) -> Call[list[tuple[str, bytes]]]:
@@ -92,8 +94,8 @@ def periodic_put_call(keys: KeySpace, shard: int, entries: Sequence[tuple[str, b
     return PERIODIC_PUT.call(keys.shard(shard), args, lambda reply: [int(r) for r in reply])
 
 
-def revokes_put_call(keys: KeySpace, shard: int, records: Sequence[tuple[str, int]]) -> Call[int]:
-    """Record revokes (id, expiry ms) moved from another shard into ``shard``."""
+def revokes_put_call(keys: KeySpace, shard: int, records: Sequence[tuple[bytes | str, int]]) -> Call[int]:
+    """Record revokes (member as stored, expiry ms) moved from another shard into ``shard``."""
     args: list[Any] = []
     for task_id, expiry in records:
         args += (task_id, int(expiry))
@@ -108,4 +110,4 @@ def lock_call(keys: KeySpace, token: str, ttl_ms: int) -> Call[bool]:
 def holder_call(keys: KeySpace, shard: int, idempotency_keys: Sequence[str]) -> Call[list[str | None]]:
     """During a move: the id each key holds in its old ``shard`` (pending or moving), or None."""
     return HOLDER.call(keys.shard(shard), list(idempotency_keys),
-                       lambda reply: [r.decode() if r else None for r in reply])
+                       lambda reply: [task_id_of(r) if r else None for r in reply])

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..model.ids import forms, member, task_id_of
 from ..model.keys import KeySpace, storable
 from .client import is_cluster
 from .pending import CHUNK, Store
@@ -56,7 +57,7 @@ def revoke_call(keys: KeySpace, shard: int, ids: Sequence[str], *, ttl_ms: int, 
     def parse(replies: Any) -> dict[str, tuple[str, bool]]:
         return {i: (_CODES[int(r)], int(r) in (2, -1, 3)) for i, r in zip(ids, replies, strict=True)}
 
-    args = [keys.revoke_channel, ttl_ms, most, "1" if record_unknown else "0", *ids]
+    args = [keys.revoke_channel, ttl_ms, most, "1" if record_unknown else "0", *(member(i) for i in ids)]
     return REVOKE.call(keys.shard(shard), args, parse)
 
 
@@ -127,10 +128,10 @@ def load(client: Any, keys: KeySpace) -> Records:
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     expiries: dict[str, int] = {}
     for records in per_shard:
-        for member, score in records:
+        for stored, score in records:
             expiry = int(score)
             if expiry > now_ms:
-                task_id = member.decode(errors="replace")
+                task_id = task_id_of(stored)
                 expiries[task_id] = max(expiry, expiries.get(task_id, 0))
     return Records(now_ms, expiries)
 
@@ -157,11 +158,15 @@ def revoked_among(client: Any, keys: KeySpace, ids_by_shard: dict[int, list[str]
     if not shards:
         return set()
     pipe = client.pipeline(transaction=False)
+    asked: list[tuple[int, list[str]]] = []
     for shard, ids in shards:
-        pipe.zmscore(keys.shard(shard).revoked, ids)
+        # a record may be under either form of a UUID: the packed one, or the text an older version wrote
+        named = [i for task_id in ids for i in [task_id] * len(forms(task_id))]
+        pipe.zmscore(keys.shard(shard).revoked, [f for task_id in ids for f in forms(task_id)])
+        asked.append((shard, named))
     found: set[tuple[int, str]] = set()
-    for (shard, ids), scores in zip(shards, pipe.execute(), strict=True):
-        found.update((shard, i) for i, score in zip(ids, scores, strict=True) if score is not None)
+    for (shard, named), scores in zip(asked, pipe.execute(), strict=True):
+        found.update((shard, i) for i, score in zip(named, scores, strict=True) if score is not None)
     return found
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from redis.exceptions import ResponseError
 
+from ..model.ids import member, task_id_of
 from ..model.keys import KeySpace
 from .scripts import Call, ScriptDef
 
@@ -40,11 +41,13 @@ class ScheduleResult:
         return self.status in ("scheduled", "replaced")
 
 
-def schedule_head(keys: KeySpace, shard: int, replace: bool) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+def schedule_head(keys: KeySpace, shard: int, replace: bool, text_ids: bool = True
+                  ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     """The keys and leading arguments of a schedule call (the streamed bulk writer packs the same);
-    each entry then adds :data:`SCHEDULE_ENTRY_ARGS` arguments."""
+    each entry then adds :data:`SCHEDULE_ENTRY_ARGS` arguments. ``text_ids``: the store may hold
+    UUIDs as text members (written by format 4 or before), so the script looks for them too."""
     sk = keys.shard(shard)
-    head = (keys.wake_channel, shard, "1" if replace else "0", keys.shards)
+    head = (keys.wake_channel, shard, "1" if replace else "0", keys.shards, "1" if text_ids else "0")
     return tuple(getattr(sk, k) for k in SCHEDULE.keys), head
 
 
@@ -54,11 +57,12 @@ def layout_refused(error: BaseException) -> bool:
     return isinstance(error, ResponseError) and str(error).startswith(LAYOUT_REFUSAL)
 
 
-def schedule_call(keys: KeySpace, shard: int, entries: Sequence[NewEntry], replace: bool) -> Call[list[ScheduleResult]]:
-    names, head = schedule_head(keys, shard, replace)
+def schedule_call(keys: KeySpace, shard: int, entries: Sequence[NewEntry], replace: bool,
+                  text_ids: bool = True) -> Call[list[ScheduleResult]]:
+    names, head = schedule_head(keys, shard, replace, text_ids)
     args: list[Any] = list(head)
     for e in entries:
-        args += (e.task_id, int(e.due_ms), e.payload, e.idempotency_key or "")
+        args += (member(e.task_id), int(e.due_ms), e.payload, e.idempotency_key or "")
 
     def parse(replies: Any) -> list[ScheduleResult]:
         return [_schedule_result(e.task_id, r) for e, r in zip(entries, replies, strict=True)]
@@ -68,7 +72,7 @@ def schedule_call(keys: KeySpace, shard: int, entries: Sequence[NewEntry], repla
 
 def _schedule_result(task_id: str, reply: Any) -> ScheduleResult:
     if isinstance(reply, bytes):
-        return ScheduleResult("duplicate_key", reply.decode())
+        return ScheduleResult("duplicate_key", task_id_of(reply))
     statuses: tuple[ScheduleStatus, ...] = ("exists", "scheduled", "replaced")
     status = statuses[int(reply)]
     return ScheduleResult(status, task_id)

@@ -24,6 +24,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import NotReplicated
+from .resp import exchange, pack, read_replies
 
 T = TypeVar("T")
 
@@ -127,26 +128,6 @@ def as_bool(reply: Any) -> bool:
     return bool(int(reply))
 
 
-def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes | None:
-    """The RESP form of ``commands`` when every argument is bytes, str or int (what script calls
-    pass), else None (redis-py packs them then): a few µs instead of redis-py's generic packing."""
-    out: list[bytes] = []
-    for command in commands:
-        out.append(b"*%d\r\n" % len(command))
-        for arg in command:
-            kind = type(arg)
-            if kind is bytes:
-                value = arg
-            elif kind is str:
-                value = arg.encode("utf-8")
-            elif kind is int:
-                value = b"%d" % arg
-            else:
-                return None
-            out.append(b"$%d\r\n%b\r\n" % (len(value), value))
-    return b"".join(out)
-
-
 class Scripts:
     """Runs calls on one client: a call alone, or many in one pipelined round trip.
 
@@ -217,14 +198,10 @@ class Scripts:
         commands = [*before, ("EVALSHA", *args)]
         replies: list[Any] = []
         try:
-            packed = _resp(commands)
+            packed = pack(commands)
             conn.send_packed_command([packed] if packed is not None else conn.pack_commands(commands),
                                      check_health=False)
-            for _ in commands:
-                try:
-                    replies.append(conn.read_response())
-                except redis.ResponseError as exc:
-                    replies.append(exc)
+            replies = read_replies(conn, len(commands))
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             pool.release(conn)
@@ -273,14 +250,15 @@ class Scripts:
             return []
         wait = self.wait if durable else None
         waits = wait is not None
-        pipe: Any = self.client.pipeline(transaction=False)
-        for command in before:
-            pipe.execute_command(*command)
-        for call in calls:
-            pipe.evalsha(*self._evalsha_args(call))
-        if wait is not None:
-            pipe.execute_command("WAIT", *wait)
-        raw = list(pipe.execute(raise_on_error=False))
+        commands = [*before, *(("EVALSHA", *self._evalsha_args(call)) for call in calls),
+                    *((("WAIT", *wait),) if wait is not None else ())]
+        # By hand on a plain client (see .resp); redis-py's pipeline for any other.
+        raw = exchange(self.client, commands) if type(self.client) is redis.Redis else None
+        if raw is None:
+            pipe: Any = self.client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            raw = list(pipe.execute(raise_on_error=False))
         for failed in raw[:len(before)]:
             if isinstance(failed, Exception):
                 raise failed
@@ -292,7 +270,7 @@ class Scripts:
                 waited.append(reply)
         missing = [i for i, r in enumerate(raw) if isinstance(r, NoScriptError)]
         if missing:
-            client = redis.Redis(connection_pool=pipe.connection_pool)
+            client = redis.Redis(connection_pool=self.client.connection_pool)
             for name in {calls[i].script for i in missing}:
                 client.script_load(self._sources[name].text)
             again: Any = client.pipeline(transaction=False)

@@ -21,6 +21,7 @@ from typing import Any
 import redis
 from redis.exceptions import ResponseError
 
+from ..model.ids import member
 from ..model.keys import KeySpace
 from .schedule import SCHEDULE_ENTRY_ARGS, layout_refused, schedule_head
 from .scripts import sources
@@ -67,11 +68,13 @@ class ScheduleStream:
     """
 
     def __init__(self, client: Any, keys: KeySpace, chunk: int, scripts: Any = None,
-                 moved: Callable[[], KeySpace] | None = None, *, shared: Shared | None = None) -> None:
+                 moved: Callable[[], KeySpace] | None = None, *, shared: Shared | None = None,
+                 text_ids: bool = True) -> None:
         source = sources()["schedule"]
         self.keys = keys
         self.chunk = chunk
         self.shared = shared
+        self.text_ids = text_ids  # the store may hold UUIDs as text members (format 4 and before)
         self._writes: dict[int, dict[bytes, bytes]] = {}  # shard -> shared prefixes its buffer refers to
         self._moved = moved
         self._raw: dict[int, Raw] = {}  # the entries of each buffer
@@ -119,7 +122,8 @@ class ScheduleStream:
             payload, write = self.shared.compact(shard, payload)
             if write is not None:
                 self._writes.setdefault(shard, {})[write[1]] = write[2]
-        tid = task_id.encode("utf-8")
+        packed = member(task_id)
+        tid = packed if type(packed) is bytes else task_id.encode("utf-8")
         due = b"%d" % due_ms
         buffer.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$0\r\n\r\n" % (
             len(tid), tid, len(due), due, len(payload), payload,
@@ -137,7 +141,7 @@ class ScheduleStream:
     def _send(self, shard: int, entries: list[bytes], raw: Raw) -> None:
         head = self._heads.get(shard)
         if head is None:
-            keys, args = schedule_head(self.keys, shard, replace=False)
+            keys, args = schedule_head(self.keys, shard, replace=False, text_ids=self.text_ids)
             self._head_len = 3 + len(keys) + len(args)  # EVAL, script, numkeys, keys, arguments
             head = self._heads[shard] = self._script + b"".join(
                 _bulk(str(v).encode("utf-8")) for v in (*keys, *args)

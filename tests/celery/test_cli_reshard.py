@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import redis
 
+from celery_zset_scheduler.model.ids import member
 from celery_zset_scheduler.model.reshard import shard_for
 from celery_zset_scheduler.testing import RedisServer
 
@@ -36,7 +37,7 @@ def test_dry_run_then_reshard_then_the_old_count_is_refused(apps: AppFactory, re
     done = out(invoke(app, "reshard", "--to", "8", "--yes", "--json"))
     assert done["dry_run"] is False and done["moved"]["entries"] == moving
     for task_id in ids:
-        assert store.zscore(f"{{zt:{shard_for(task_id, 8)}}}:due", task_id) is not None
+        assert store.zscore(f"{{zt:{shard_for(task_id, 8)}}}:due", member(task_id)) is not None
 
     stale = invoke(apps(shards=4), "status")
     assert stale.exit_code != 0

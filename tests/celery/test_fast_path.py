@@ -22,6 +22,7 @@ from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.fastpath import FastHandOff
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 from celery_zset_scheduler.model.codec import encode
+from celery_zset_scheduler.model.ids import member
 
 from ..support.helpers import BROKER_DB, STORE_DB, AppFactory, built_message, publish_by_hand, wait_for
 
@@ -411,3 +412,34 @@ def test_fanout_and_expiring_queues_take_the_generic_path(apps: AppFactory) -> N
     assert broker.pttl("ttlq") > 0  # Kombu's queue expiry, applied by the generic path's publish
     assert json.loads(broker.rpop("ttlq"))["headers"]["id"] == expiring
     listener.close()
+
+
+def store_as_text_members(app: Celery, ids: list[str]) -> None:
+    """Store each entry under its id's text, as format 4 and before did (a UUID not packed)."""
+    store = installation_for(app).store
+    for task_id in ids:
+        sk = store.keys.shard(store.keys.shard_of(task_id))
+        packed = member(task_id)
+        score, value = store.client.zscore(sk.due, packed), store.client.hget(sk.msg, packed)
+        assert score is not None and value is not None
+        store.client.zrem(sk.due, packed)
+        store.client.hdel(sk.msg, packed)
+        store.client.zadd(sk.due, {task_id: score})
+        store.client.hset(sk.msg, task_id, value)
+
+
+def test_the_envelope_names_the_id_as_text_whether_its_member_is_packed_or_not(apps: AppFactory) -> None:
+    plain, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    packed, as_text = str(uuid.uuid4()), str(uuid.uuid4())
+    calls = [{"args": ("a", n), "task_id": task_id}
+             for n, task_id in enumerate([packed, as_text, "order-42", str(uuid.uuid4()).upper()])]
+    _, generic, ids = send_all(plain, ours, broker, calls)
+    store_as_text_members(ours, [as_text])
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert (handoff.pushed, handoff.left) == (len(ids), 0)
+    for task_id in ids:
+        envelope = mine[task_id][1]
+        headers, properties = envelope["headers"], envelope["properties"]
+        assert headers["id"] == headers["root_id"] == properties["correlation_id"] == task_id
+        assert_same_envelope(envelope, generic[task_id][1], plain=False)

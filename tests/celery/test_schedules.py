@@ -16,16 +16,18 @@ from celery.schedules import BaseSchedule, crontab, schedule, solar
 from django_celery_beat.clockedschedule import clocked as dcb_clocked
 from django_celery_beat.tzcrontab import TzAwareCrontab
 
-from celery_zset_scheduler.celery import schedules as S
-from celery_zset_scheduler.celery.schedules import (
-    ZonedCrontab,
+from celery_zset_scheduler.celery import cron as S
+from celery_zset_scheduler.celery.fire_times import (
     catch_up,
-    clocked,
     first_run_ms,
     following_run_ms,
     latest_occurrences,
     next_fire_ms,
     occurrences,
+)
+from celery_zset_scheduler.celery.schedules import (
+    ZonedCrontab,
+    clocked,
     schedule_of,
     spec_of,
     validate_entry,
@@ -47,11 +49,11 @@ MIN, HOUR, DAY = 60_000, 3_600_000, 86_400_000
 
 
 def at(y: int, mo: int, d: int, h: int = 0, mi: int = 0, tz: str = "UTC") -> int:
-    return S._dt_ms(datetime(y, mo, d, h, mi, tzinfo=ZoneInfo(tz)))
+    return S.dt_ms(datetime(y, mo, d, h, mi, tzinfo=ZoneInfo(tz)))
 
 
 def walls(times: list[int], tz: str) -> list[str]:
-    return [S._ms_dt(t, ZoneInfo(tz)).strftime("%m-%d %H:%M%z") for t in times]
+    return [S.ms_dt(t, ZoneInfo(tz)).strftime("%m-%d %H:%M%z") for t in times]
 
 
 def cron(minute: str = "*", hour: str = "*", tz: str | None = None, **fields: str) -> dict[str, object]:
@@ -119,7 +121,7 @@ def test_celery_skips_the_repeated_hour_and_is_due_before_the_last_run(berlin_ap
     assert celery_next(daily, last) == datetime(2025, 10, 26, 0, 30, tzinfo=UTC)
     assert daily.is_due(last).is_due
     # Ours: the next one after that last run is the next day's.
-    assert next_fire_ms(cron("30", "2"), S._dt_ms(last), BERLIN) == at(2025, 10, 27, 2, 30, BERLIN)
+    assert next_fire_ms(cron("30", "2"), S.dt_ms(last), BERLIN) == at(2025, 10, 27, 2, 30, BERLIN)
 
 
 # -- our DST rules ----------------------------------------------------------------------------------
@@ -193,12 +195,12 @@ def test_matches_celery_where_no_clock_changes(berlin_app: Celery) -> None:
         expected, last = [], start
         while True:
             nxt = celery_next(c, last)
-            if S._dt_ms(nxt) > end:
+            if S.dt_ms(nxt) > end:
                 break
-            expected.append(S._dt_ms(nxt))
+            expected.append(S.dt_ms(nxt))
             last = nxt.astimezone(ZoneInfo(BERLIN))
         spec = cron(minute, hour, day_of_week=dow, day_of_month=dom, month_of_year=moy)
-        assert occurrences(spec, S._dt_ms(start), end, BERLIN, limit=10**6) == expected, (minute, hour, dow, dom)
+        assert occurrences(spec, S.dt_ms(start), end, BERLIN, limit=10**6) == expected, (minute, hour, dow, dom)
         assert len(expected) >= 2
 
 
@@ -210,7 +212,7 @@ def test_day_search_matches_a_minute_by_minute_scan() -> None:
         parsed = crontab(*(spec[k] for k in ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")))
         scan = []
         for t in range(start + MIN, end + 1, MIN):
-            d = S._ms_dt(t, UTC)
+            d = S.ms_dt(t, UTC)
             if (d.minute in parsed.minute and d.hour in parsed.hour and d.day in parsed.day_of_month
                     and d.month in parsed.month_of_year and d.isoweekday() % 7 in parsed.day_of_week):
                 scan.append(t)
@@ -269,12 +271,12 @@ def test_solar_across_dst_is_continuous_in_utc(tz: str, lat: float, lon: float, 
             observer.lat, observer.lon, observer.elev, observer.pressure = str(lat), str(lon), 0, 0
             observer.horizon = "-0:34"
             method = observer.next_rising if event == "sunrise" else observer.next_setting
-            direct = method(ephem.Sun(), start=ephem.Date(S._ms_dt(got[0] - HOUR, UTC)))
-            assert abs(S._dt_ms(direct.datetime().replace(tzinfo=UTC)) - got[0]) < 1000  # ephem iterates to ~ms
+            direct = method(ephem.Sun(), start=ephem.Date(S.ms_dt(got[0] - HOUR, UTC)))
+            assert abs(S.dt_ms(direct.datetime().replace(tzinfo=UTC)) - got[0]) < 1000  # ephem iterates to ~ms
     # Local wall times jump by an hour at the change, the instants do not.
     sunrise = {"type": "solar", "event": "sunrise", "latitude": lat, "longitude": lon}
     pair = occurrences(sunrise, at(*spring, 0, 0, tz) - DAY, at(*spring, 0, 0, tz) + DAY, "UTC")
-    hours = [S._ms_dt(t, ZoneInfo(tz)).hour for t in pair]
+    hours = [S.ms_dt(t, ZoneInfo(tz)).hour for t in pair]
     assert hours[1] == hours[0] + 1
 
 

@@ -8,6 +8,7 @@ the store takes the task without the broker being contacted (the port is closed 
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -101,3 +102,25 @@ def test_task_protocol_1_is_still_refused(apps: AppFactory, protocol: int) -> No
     app = quorum_app(apps, task_protocol=protocol)
     with pytest.raises(celery_zset_scheduler.ConfigurationError, match="task protocol 2"):
         app.tasks["t.record"].apply_async(countdown=30)
+
+
+def test_a_send_the_store_takes_needs_no_producer_from_the_broker_pool(apps: AppFactory) -> None:
+    app = apps(broker_pool_limit=1)
+    record = app.tasks["t.record"]
+    ids: list[str] = []
+
+    def send() -> None:  # with the pool's only producer held, an acquire would wait for ever
+        ids.extend(record.apply_async(kwargs={"tag": n}, countdown=3600).id for n in range(3))
+
+    with app.producer_or_acquire():
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        sender.join(timeout=10)
+        assert not sender.is_alive(), "the timed sends waited for a producer from the broker pool"
+    assert len(ids) == 3 and all(celery_zset_scheduler.lookup(app, i) is not None for i in ids)
+
+
+def test_a_backend_that_uses_the_producer_gets_one_from_the_pool(apps: AppFactory) -> None:
+    app = apps(result_backend="rpc://")
+    result = app.tasks["t.record"].apply_async(kwargs={"tag": "rpc"}, countdown=3600)
+    assert celery_zset_scheduler.lookup(app, result.id) is not None

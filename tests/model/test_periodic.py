@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from celery_zset_scheduler.errors import ConfigurationError
-from celery_zset_scheduler.model import periodic
+from celery_zset_scheduler.model import periodic, periodic_json
 from celery_zset_scheduler.model.periodic import (
     MAX_CATCHUP,
     PeriodicEntry,
@@ -22,20 +22,16 @@ from celery_zset_scheduler.model.periodic import (
     PeriodicState,
     after_fire,
     disabled_state,
-    entry_from_json,
-    entry_to_json,
     iso_to_ms,
     jitter_ms,
     ms_to_iso,
-    normalize_schedule,
     occurrence_id,
     plan_catchup,
     plan_overlap,
-    state_from_json,
-    state_to_json,
-    validate,
     within_bounds,
 )
+from celery_zset_scheduler.model.periodic_checks import normalize_schedule, validate
+from celery_zset_scheduler.model.periodic_json import entry_from_json, entry_to_json, state_from_json, state_to_json
 
 EVERY_MINUTE = {"type": "interval", "every": 60.0, "relative": False}
 CRON = {"type": "crontab", "minute": "*/5", "hour": "9-17", "day_of_week": "mon-fri", "day_of_month": "*",
@@ -86,7 +82,7 @@ def test_json_round_trip_keeps_every_field() -> None:
 def test_json_is_compact_sorted_and_versioned() -> None:
     text = entry_to_json(full_entry())
     obj = json.loads(text)
-    assert obj["v"] == periodic.ENTRY_FORMAT_VERSION
+    assert obj["v"] == periodic_json.ENTRY_FORMAT_VERSION
     assert text == json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     # The same entry built with kwargs in another order is byte-for-byte the same JSON.
     other = dataclasses.replace(full_entry(), kwargs={"tags": {"a": 1}, "dry": False})
@@ -316,7 +312,7 @@ def test_iso_ms_conversions() -> None:
 
 
 def test_split_and_join_keep_every_field_and_share_plans() -> None:
-    from celery_zset_scheduler.model.periodic import join_entry, split_entry
+    from celery_zset_scheduler.model.periodic_json import join_entry, split_entry
 
     full = PeriodicEntry(name="a", task="t.x", schedule={"type": "interval", "every": 60.0, "relative": False},
                          args=[1], kwargs={"k": 2},

@@ -8,6 +8,8 @@ import time
 import redis
 
 from celery_zset_scheduler.dispatch.leadership import Leadership
+from celery_zset_scheduler.model.ids import member
+from celery_zset_scheduler.model.periodic import occurrence_id
 from celery_zset_scheduler.store.claims import Fence
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.store.periodic import RECORDS_CHUNK, Firing, Occurrence, PeriodicStore, write_call
@@ -264,3 +266,35 @@ def test_every_key_of_an_entry_is_in_its_shard_s_hash_slot(store: Store) -> None
         for script in (PERIODIC_DUE, PERIODIC_FIRE, PERIODIC_WRITE, PERIODIC_READ, PERIODIC_DONE):
             # Every KEYS entry of every periodic script is one of the shard's own keys: one slot.
             assert all(getattr(sk, key).startswith(tag) for key in script.keys), script.name
+
+
+def test_occurrences_are_stored_packed_their_mark_names_the_id_and_a_text_one_is_not_stored_twice(
+    store: Store, r: redis.Redis,
+) -> None:
+    ps = PeriodicStore(store)
+    now = redis_ms(r)
+    (a,) = names_in_shard(store, 2, 1)
+    sk = store.keys.shard(2)
+    put(ps, a, now - 10)
+    fence = lead(store, 2)
+    occurrence = occurrence_id(a, now)
+    assert ps.fire_many({fence: [Firing(a, b"s0", b"", b"s1", now - 5, [Occurrence(occurrence, now + 60_000)],
+                                        mark="f")]}) == {2: [1]}
+    assert r.zscore(sk.due, member(occurrence)) == now + 60_000 and r.zscore(sk.due, occurrence) is None
+    time.sleep(0.05)
+    (entry,) = due(ps, fence, timeout_ms=10).entries  # type: ignore[attr-defined]
+    # outstanding past the timeout: the packed occurrence its text mark names is still pending
+    assert entry.mark.startswith(occurrence.encode() + b"|") and entry.outstanding_until is not None
+    # An occurrence an older version stored under its text (format 4) is pending: not stored again,
+    # and its mark still counts it as outstanding.
+    older = occurrence_id(a, now + 1)
+    r.zadd(sk.due, {older: now + 1})
+    r.hset(sk.msg, older, b"OLD")
+    fired = ps.fire_many({fence: [Firing(a, b"s1", entry.mark, b"s2", now - 5, [Occurrence(older, now + 1)],
+                                         mark="f")]})
+    assert fired == {2: [0]} and r.zscore(sk.due, member(older)) is None and r.hget(sk.msg, older) == b"OLD"
+    r.zrem(sk.due, member(occurrence))
+    time.sleep(0.05)
+    (entry,) = due(ps, fence, timeout_ms=10).entries  # type: ignore[attr-defined]
+    assert entry.mark.startswith(older.encode() + b"|") and entry.outstanding_until is not None
+    assert ps.done(a, older)

@@ -6,6 +6,7 @@ import time
 
 import redis
 
+from celery_zset_scheduler.model.ids import task_id_of
 from celery_zset_scheduler.store.claims import Claims
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.store.revokes import Revokes, load, parse_announcement, revoked_among
@@ -16,7 +17,7 @@ from .test_claims import ids_in_shard, lead, redis_ms
 
 
 def records(r: redis.Redis, store: Store) -> dict[int, set[str]]:
-    return {s: {m.decode() for m in r.zrange(store.keys.shard(s).revoked, 0, -1)} for s in range(store.shards)}
+    return {s: {task_id_of(m) for m in r.zrange(store.keys.shard(s).revoked, 0, -1)} for s in range(store.shards)}
 
 
 def test_a_pending_entry_is_cancelled_and_leaves_no_record(store: Store, r: redis.Redis) -> None:

@@ -63,6 +63,7 @@ def hook_fast_path(point: str) -> None:
     """Pause the fast path around its one script call (the pass's every shard in one round trip).
     ``after_push`` prints the ids the script pushed."""
     from celery_zset_scheduler.dispatch import fastpath
+    from celery_zset_scheduler.model.ids import task_id_of
 
     push = fastpath.fast_push_many
     paused = False
@@ -73,7 +74,7 @@ def hook_fast_path(point: str) -> None:
             due = claims.store.client.zrangebyscore(claims.keys.shard(0).due, "-inf", "+inf", start=0, num=5)
             if due:
                 paused = True
-                pause(point, [d.decode() for d in due])
+                pause(point, [task_id_of(d) for d in due])
         results, unacked = push(claims, fences, routes, **kwargs)
         if point == "after_push" and not paused:
             pushed = [r for r in results.values() if not isinstance(r, Exception) and r.pushed_due_ms]

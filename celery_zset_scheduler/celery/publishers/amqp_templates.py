@@ -23,7 +23,6 @@ template at most once per header.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
@@ -217,7 +216,7 @@ class Template:
                 out.append(data)
                 continue
             if step == "x":
-                ttl = expiration_of(p.get("expiration"), h.get("expires"), time.time() if now is None else now)
+                ttl = expiration_of(m, now)
                 value: Any = None if ttl is None else kombu_expiration(ttl)
                 check_expiration(value)
                 step = "s"

@@ -30,18 +30,20 @@ def outgoing(m: StoredMessage, now: float | None = None) -> tuple[dict[str, Any]
         headers[ZSET_ETA] = eta
         headers["eta"] = None
     properties = publishable(m.properties)  # entries stored by older versions may hold publish arguments
-    expiration = expiration_of(properties.pop("expiration", None), headers.get("expires"), now)
-    return headers, properties, expiration
+    properties.pop("expiration", None)
+    return headers, properties, expiration_of(m, now)
 
 
-def expiration_of(stored: Any, expires: Any, now: float | None = None) -> float | None:
-    """The TTL in seconds to publish with: what is left until ``expires`` when it can be read,
-    else the stored ``expiration`` property (a TTL from the moment the message is queued)."""
+def expiration_of(m: StoredMessage, now: float | None = None) -> float | None:
+    """The TTL ``m`` is published with (seconds): what is left until its ``expires`` header, else
+    its stored ``expiration`` property, else None."""
+    expiration = m.properties.get("expiration")
+    expires = m.headers.get("expires")
     if expires:
         left = expires_in(expires, time.time() if now is None else now)
         if left is not None:
-            return left
-    return None if stored is None else float(stored)
+            expiration = left
+    return None if expiration is None else float(expiration)
 
 
 def expires_in(expires: Any, now: float) -> float | None:

@@ -3,7 +3,8 @@
 Kombu builds every message (envelope, priority queue, bindings), so what lands in the queue is what
 Kombu itself would write. Three ways, fastest first (docs/benchmarks.md has the figures):
 
-- a Redis broker: :mod:`.redis_queue`, a dispatcher batch in one transaction of multi-value LPUSHes;
+- a Redis broker: :mod:`.redis_queue`, a dispatcher batch in one transaction of multi-value LPUSHes,
+  each envelope from a template of Kombu's own (:mod:`.templates`);
 - a transport that batches (Kombu >= 5.7's ``Producer.batch()``): one pipelined flush a chunk;
 - any other: one ``Producer.publish`` a message, with ``task_publish_retry_policy``.
 
@@ -27,6 +28,7 @@ from ...dispatch.handoff import Guard, Outgoing, PublishReport
 from ...model.codec import StoredMessage
 from . import redis_queue
 from .envelope import outgoing
+from .templates import Templates
 
 # Properties that Producer.publish takes as arguments of their own.
 _ARGUMENT_PROPERTIES = ("delivery_mode", "priority")
@@ -43,6 +45,7 @@ class KombuPublisher:
     def __init__(self, app: Any) -> None:
         self.app = app
         self._same_redis: dict[int, bool] = {}  # broker client -> is it the store's server and db
+        self.templates = Templates()  # Kombu's envelopes by task, queue and routing (redis_queue)
 
     def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport:
         published = 0
@@ -56,7 +59,8 @@ class KombuPublisher:
                 if messages and redis_queue.can_publish(producer, messages):
                     self._declare(producer, messages)
                     same = self._is_store_redis(producer, guard)
-                    refused, lapsed, revoked = redis_queue.publish(producer, batch, guard, same)  # all or nothing
+                    refused, lapsed, revoked = redis_queue.publish(  # all or nothing
+                        producer, batch, guard, same, self.templates)
                     return PublishReport(len(batch), unpublishable=refused, lapsed=frozenset(lapsed),
                                          revoked=frozenset(revoked))
                 # getattr: Producer.batch() is new in Kombu 5.7 (the project allows older ones).

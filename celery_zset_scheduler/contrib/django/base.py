@@ -4,7 +4,7 @@ store's connection, errors shown as a page, and the confirmation of actions."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import redis
 from django.contrib import admin, messages
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -171,6 +171,23 @@ class StoreAdmin(admin.ModelAdmin):
             return target
         return fallback
 
+    def back(self, request: HttpRequest, text: str | None = None, level: int = messages.INFO) -> HttpResponseRedirect:
+        """Back to where the form came from (else the list), with ``text`` as a message if given."""
+        if text is not None:
+            self.message_user(request, text, level)
+        return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+
+    def posted_action(self, request: HttpRequest, actions: Collection[str]) -> str | HttpResponse:
+        """The action a POST names, or the response that refuses it (not a POST, none chosen);
+        raises PermissionDenied without the change permission."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        self.require_change(request)
+        action = request.POST.get("action") or ""
+        if action not in actions:
+            return self.back(request, "No action selected.", messages.WARNING)
+        return action
+
     def selected_ids(self, request: HttpRequest) -> list[str]:
         ids = list(dict.fromkeys(i for i in request.POST.getlist(SELECTED) if i))
         if len(ids) > MAX_IDS:
@@ -178,9 +195,8 @@ class StoreAdmin(admin.ModelAdmin):
         return ids
 
     def nothing_selected(self, request: HttpRequest) -> HttpResponseRedirect:
-        self.message_user(request, "Items must be selected in order to perform actions on them. "
-                                   "No items have been changed.", messages.WARNING)
-        return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+        return self.back(request, "Items must be selected in order to perform actions on them. "
+                                  "No items have been changed.", messages.WARNING)
 
     def confirm(self, request: HttpRequest, *, title: str, question: str, action: str, ids: Sequence[str],
                 hidden: Mapping[str, str], form: Any = None, warning: str | None = None,

@@ -37,6 +37,7 @@
 --- @include "forget_key"
 --- @include "call_sliced"
 --- @include "live_revokes"
+--- @include "ids"
 --- @include "envelope"
 
 local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -68,7 +69,7 @@ if #items > 0 then
   local key_ok = {}
   for i = 1, #found do
     if messages[i] and not revokes[i] then
-      local ok, envelope, targets = pcall(env.build, found[i], messages[i])
+      local ok, envelope, targets = pcall(env.build, id_text(found[i]), messages[i])
       if not ok then
         redis.log(redis.LOG_WARNING, 'zset fast_push: entry left to the generic path: ' .. tostring(envelope))
       elseif envelope then

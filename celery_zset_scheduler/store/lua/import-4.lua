@@ -10,7 +10,8 @@
   KEYS[4] imported  HASH id -> due ms of every id imported (expires ARGV[3] ms after the last import)
 
   ARGV[1] wake channel, ARGV[2] shard number, ARGV[3] how long the import records are kept (ms)
-  ARGV[4..] groups of three: id, due ms, message
+  ARGV[4..] groups of three: member (model/ids.py), due ms, message; a packed id counts as
+  imported or pending under its text too (what an older version wrote)
 
   Returns one value per entry:
     1  imported (scheduled now)
@@ -19,6 +20,7 @@
 ]]
 --- @include "wake"
 --- @include "stamp"
+--- @include "ids"
 
 local due, msg, wake, imported = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local channel, shard, keep_ms = ARGV[1], ARGV[2], ARGV[3]
@@ -28,9 +30,10 @@ local arrived = redis.call('TIME')
 
 for i = 4, #ARGV, 3 do
   local id, score, payload = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
-  if redis.call('HEXISTS', imported, id) == 1 then
+  local text = legacy_of(id)
+  if redis.call('HEXISTS', imported, id) == 1 or (text and redis.call('HEXISTS', imported, text) == 1) then
     results[#results + 1] = 2
-  elseif redis.call('ZSCORE', due, id) then
+  elseif redis.call('ZSCORE', due, id) or (text and redis.call('ZSCORE', due, text)) then
     redis.call('HSET', imported, id, ARGV[i + 1])
     results[#results + 1] = 0
   else

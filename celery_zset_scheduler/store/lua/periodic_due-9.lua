@@ -22,6 +22,7 @@
   A name in `next` without a state (should not happen) is dropped from `next`.
 ]]
 --- @include "now"
+--- @include "ids"
 
 local next_key, plans, states, runs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local due, inflight, lock, epoch, wake = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -48,7 +49,9 @@ if #items > 0 then
       if m[i] then
         local id, stored = string.match(m[i], '^([^|]*)|(%d+)')
         local deadline = tonumber(stored or 0) + timeout
-        if id and (redis.call('ZSCORE', due, id) or redis.call('ZSCORE', inflight, id)) then
+        local packed = id and other_form(id)  -- the mark names the id as text; this version stores it packed
+        if id and (redis.call('ZSCORE', due, id) or redis.call('ZSCORE', inflight, id)
+                   or (packed and (redis.call('ZSCORE', due, packed) or redis.call('ZSCORE', inflight, packed)))) then
           until_ms = math.max(deadline, now + 1)
         elseif now < deadline then
           until_ms = deadline

@@ -9,8 +9,8 @@
     name, the state it was planned from, the overlap mark it was planned with ('' for none),
     the new state, when to look at it next (ms, '' for never), mark op ('' keep, 'f' point the
     mark at the last occurrence of the group, 'fb' the same and flag a buffered one, 'b' flag the
-    existing mark), the number k of occurrences, then k times: id, due ms, message ('' for the
-    entry's template)
+    existing mark), the number k of occurrences, then k times: member (model/ids.py), due ms,
+    message ('' for the entry's template); the mark names the id as text
 
   Fenced like claim (I3): a deposed or racing leader changes nothing. Each group is a
   compare-and-set: it is written only if the entry's state and mark are still exactly what the
@@ -24,6 +24,7 @@
 ]]
 --- @include "now"
 --- @include "wake"
+--- @include "ids"
 
 local next_key, states, tpls, runs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local due, msg, wake, lock, epoch = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -50,7 +51,8 @@ while i <= #ARGV do
     for j = first, first + 3 * (k - 1), 3 do
       local id, score, payload = ARGV[j], tonumber(ARGV[j + 1]), ARGV[j + 2]
       last_id = id
-      if not redis.call('ZSCORE', due, id) then
+      local text = legacy_of(id)  -- the same occurrence as an older version stored it (its id as text)
+      if not redis.call('ZSCORE', due, id) and not (text and redis.call('ZSCORE', due, text)) then
         if payload == '' then
           template = template or redis.call('HGET', tpls, name)
           payload = template
@@ -71,7 +73,7 @@ while i <= #ARGV do
     end
     if (mark_op == 'f' or mark_op == 'fb') and last_id then
       now = now or now_ms()
-      redis.call('HSET', runs, name, last_id .. '|' .. now .. (mark_op == 'fb' and '|b' or ''))
+      redis.call('HSET', runs, name, id_text(last_id) .. '|' .. now .. (mark_op == 'fb' and '|b' or ''))
     elseif mark_op == 'b' and mark ~= '' and string.sub(mark, -2) ~= '|b' then
       redis.call('HSET', runs, name, mark .. '|b')
     end

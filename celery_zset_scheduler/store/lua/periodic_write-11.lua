@@ -12,7 +12,8 @@
   ARGV[8] the state, ARGV[9] when the leader looks at it next (ms, '' for never),
   ARGV[10] mark op ('' keep, 'f' point the overlap mark at the last occurrence given),
   ARGV[11] the plan (the fields that decide when it fires; '' with a removal),
-  ARGV[12..] occurrences to store, three values each: id, due ms, message ('' for the template)
+  ARGV[12..] occurrences to store, three values each: member (model/ids.py; the
+  overlap mark names the id as text), due ms, message ('' for the template)
 
   Not fenced: anyone may change an entry, as anyone may schedule a task. The compare-and-set
   makes a read-modify-write safe against a leader firing the entry meanwhile (its fire script is
@@ -24,6 +25,7 @@
 ]]
 --- @include "now"
 --- @include "wake"
+--- @include "ids"
 
 local names, defs, states, tpls, next_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local runs, pwake, due, msg, wake, plans = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
@@ -65,7 +67,8 @@ local earliest, last_id, stored_template = nil, nil, nil
 for j = 12, #ARGV, 3 do
   local id, score, payload = ARGV[j], tonumber(ARGV[j + 1]), ARGV[j + 2]
   last_id = id
-  if not redis.call('ZSCORE', due, id) then
+  local text = legacy_of(id)  -- the same occurrence as an older version stored it (its id as text)
+  if not redis.call('ZSCORE', due, id) and not (text and redis.call('ZSCORE', due, text)) then
     if payload == '' then
       stored_template = stored_template or redis.call('HGET', tpls, name)
       payload = stored_template
@@ -78,7 +81,7 @@ for j = 12, #ARGV, 3 do
   end
 end
 if mark_op == 'f' and last_id then
-  redis.call('HSET', runs, name, last_id .. '|' .. now_ms())
+  redis.call('HSET', runs, name, id_text(last_id) .. '|' .. now_ms())
 end
 if earliest ~= nil then
   wake_if_earlier(wake, channel, shard, earliest)

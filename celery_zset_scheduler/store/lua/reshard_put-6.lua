@@ -14,9 +14,11 @@
 
   Returns one value per entry: 1 put, 0 put by an earlier run (nothing done), 2 the id was already
   pending here (scheduled under the new layout meanwhile: that entry is kept, as a second
-  schedule of a pending id is a no-op).
+  schedule of a pending id is a no-op), also under its other member (model/ids.py: a UUID packed,
+  or as the text an older version wrote).
 ]]
 --- @include "wake"
+--- @include "ids"
 
 local due, msg, wake, pending_keys, id_keys, moved_in = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local channel, shard = ARGV[1], ARGV[2]
@@ -26,7 +28,7 @@ for i = 3, #ARGV, 4 do
   local digest = redis.sha1hex(value)
   if redis.call('HGET', moved_in, id) == digest then
     results[#results + 1] = 0
-  elseif redis.call('ZSCORE', due, id) then
+  elseif redis.call('ZSCORE', due, id) or (other_form(id) and redis.call('ZSCORE', due, other_form(id))) then
     redis.call('HSET', moved_in, id, digest)
     results[#results + 1] = 2
   else

@@ -8,7 +8,9 @@
           entries claimed at an earlier count reads the records of its batch again before it publishes
   ARGV[1] revoke channel, ARGV[2] ttl of a record (ms), ARGV[3] most records kept in this shard,
   ARGV[4] '1' to record ids this shard does not hold ('0': the caller looks in other shards first),
-  ARGV[5..] ids
+  ARGV[5..] members (model/ids.py): the record is written under the member as given (a
+  canonical UUID packed, as the claim finds it); the text an older version stored a UUID as is
+  cancelled too, and the announcement names the ids as text
 
   A pending entry is cancelled. An in-flight one (claimed, being published) is removed from
   `inflight` with its message, so no release or reap can put it back in `due`, and recorded: the
@@ -24,6 +26,7 @@
 ]]
 --- @include "now"
 --- @include "forget_key"
+--- @include "ids"
 
 local due, msg, inflight, pending_keys, id_keys, revoked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local revoked_gen = KEYS[7]
@@ -31,13 +34,23 @@ local ttl, most, record_unknown = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] 
 local now = now_ms()
 local results, recorded = {}, {}
 
-for i = 5, #ARGV do
-  local id = ARGV[i]
+local function take(id)
   local pending = redis.call('ZREM', due, id) == 1
   local flying = redis.call('ZREM', inflight, id) == 1
   if pending or flying then
     redis.call('HDEL', msg, id)
     forget_key(pending_keys, id_keys, id)
+  end
+  return pending, flying
+end
+
+for i = 5, #ARGV do
+  local id = ARGV[i]
+  local pending, flying = take(id)
+  local legacy = legacy_of(id)
+  if legacy then  -- the same id as an older version stored it
+    local was_pending, was_flying = take(legacy)
+    pending, flying = pending or was_pending, flying or was_flying
   end
   local result
   if flying then
@@ -49,7 +62,7 @@ for i = 5, #ARGV do
   end
   if result ~= 1 and result ~= 0 then
     redis.call('ZADD', revoked, now + ttl, id)
-    recorded[#recorded + 1] = id
+    recorded[#recorded + 1] = id_text(id)
   end
   results[#results + 1] = result
 end

@@ -10,8 +10,9 @@
   KEYS[6] layout        STRING the shard count writes must be routed with (absent: any)
 
   ARGV[1] wake channel, ARGV[2] shard number, ARGV[3] '1' to replace what is pending,
-  ARGV[4] the shard count the caller routed with
-  ARGV[5..] groups of four: id, due ms, message, idempotency key ('' for none)
+  ARGV[4] the shard count the caller routed with, ARGV[5] '1' when the store may hold members an
+  older version wrote (format 4 and before: a UUID as its 36-character text), '0' when not
+  ARGV[6..] groups of four: member (model/ids.py), due ms, message, idempotency key ('' for none)
 
   Refuses the whole call with the error "ZSET_LAYOUT <count>" when the shard's layout says another
   count (a reshard began or ended): the caller reads the store's layout and routes again, so no
@@ -21,7 +22,10 @@
     1          scheduled
     0          the same id is already pending (nothing changed: scheduling twice is a no-op)
     2          replaced the pending entry of that id (ARGV[3] = '1')
-    "<id>"     another pending entry holds the same idempotency key (nothing changed)
+    "<member>" another pending entry holds the same idempotency key (nothing changed)
+
+  With ARGV[5] = '1' a packed id whose text form is pending counts as pending (replace removes
+  that entry): the same id is never pending twice, whichever version wrote it.
 
   A chunk without idempotency keys and without replace (every bulk call) takes the batched path:
   one ZMSCORE, one ZADD and one HSET for the whole chunk instead of three calls per entry, with the
@@ -36,22 +40,23 @@
 --- @include "wake"
 --- @include "forget_key"
 --- @include "stamp"
+--- @include "ids"
 
 local due, msg, wake, pending_keys, id_keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local channel, shard, replace = ARGV[1], ARGV[2], ARGV[3] == '1'
+local channel, shard, replace, legacy = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[5] == '1'
 local layout = redis.call('GET', KEYS[6])
 if layout and layout ~= ARGV[4] then
   return redis.error_reply('ZSET_LAYOUT ' .. layout)
 end
-local count = (#ARGV - 4) / 4
+local count = (#ARGV - 5) / 4
 local results = {}
 local earliest = nil
 local arrived = redis.call('TIME')
 
--- Entry j is ARGV[4j + 1] id, ARGV[4j + 2] due ms, ARGV[4j + 3] message, ARGV[4j + 4] idempotency key.
+-- Entry j is ARGV[4j + 2] member, ARGV[4j + 3] due ms, ARGV[4j + 4] message, ARGV[4j + 5] idempotency key.
 local batched = not replace
 for j = 1, count do
-  if ARGV[4 * j + 4] ~= '' then
+  if ARGV[4 * j + 5] ~= '' then
     batched = false
     break
   end
@@ -59,8 +64,21 @@ end
 
 if batched and count > 0 then
   local ids = {}
-  for j = 1, count do ids[j] = ARGV[4 * j + 1] end
+  for j = 1, count do ids[j] = ARGV[4 * j + 2] end
   local current = redis.call('ZMSCORE', due, unpack(ids))
+  if legacy then
+    local texts, at = {}, {}
+    for j = 1, count do
+      local text = not current[j] and legacy_of(ids[j])
+      if text then texts[#texts + 1] = text; at[#at + 1] = j end
+    end
+    if #texts > 0 then
+      local held = redis.call('ZMSCORE', due, unpack(texts))
+      for n = 1, #texts do
+        if held[n] then current[at[n]] = held[n] end
+      end
+    end
+  end
   local zadd, hset, seen = {}, {}, {}
   for j = 1, count do
     local id = ids[j]
@@ -68,11 +86,11 @@ if batched and count > 0 then
       results[j] = 0
     else
       seen[id] = true
-      local score = ARGV[4 * j + 2]
+      local score = ARGV[4 * j + 3]
       zadd[#zadd + 1] = score
       zadd[#zadd + 1] = id
       hset[#hset + 1] = id
-      hset[#hset + 1] = stamp(arrived, j)  .. ARGV[4 * j + 3]
+      hset[#hset + 1] = stamp(arrived, j)  .. ARGV[4 * j + 4]
       score = tonumber(score)
       if earliest == nil or score < earliest then earliest = score end
       results[j] = 1
@@ -83,12 +101,13 @@ if batched and count > 0 then
     redis.call('HSET', msg, unpack(hset))
   end
 else
-  for i = 5, #ARGV, 4 do
+  for i = 6, #ARGV, 4 do
     local id, score, payload, ikey = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
     local result = nil
+    local text = legacy and legacy_of(id)
     if ikey ~= '' then
       local holder = redis.call('HGET', pending_keys, ikey)
-      if holder and holder ~= id and redis.call('ZSCORE', due, holder) then
+      if holder and holder ~= id and holder ~= text and redis.call('ZSCORE', due, holder) then
         if replace then
           redis.call('ZREM', due, holder)
           redis.call('HDEL', msg, holder)
@@ -99,7 +118,17 @@ else
       end
     end
     if result == nil then
-      if redis.call('ZSCORE', due, id) then
+      if text and not redis.call('ZSCORE', due, id) and redis.call('ZSCORE', due, text) then
+        -- pending as an older version wrote it: the same id, under its text member
+        if replace then
+          redis.call('ZREM', due, text)
+          redis.call('HDEL', msg, text)
+          forget_key(pending_keys, id_keys, text)
+          result = 2
+        else
+          result = 0
+        end
+      elseif redis.call('ZSCORE', due, id) then
         if replace then
           forget_key(pending_keys, id_keys, id)
           result = 2
@@ -111,7 +140,7 @@ else
       end
       if result ~= 0 then
         redis.call('ZADD', due, score, id)
-        redis.call('HSET', msg, id, stamp(arrived, (i - 5) / 4 + 1) .. payload)
+        redis.call('HSET', msg, id, stamp(arrived, (i - 6) / 4 + 1) .. payload)
         if ikey ~= '' then
           redis.call('HSET', pending_keys, ikey, id)
           redis.call('HSET', id_keys, id, ikey)

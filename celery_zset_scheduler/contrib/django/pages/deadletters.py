@@ -9,7 +9,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin.utils import quote, unquote
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from ....celery.cli.output import number, relative
 from ....celery.messages import decompress
@@ -153,13 +153,9 @@ class DeadLetterAdmin(StoreAdmin):
         )
 
     def action_page(self, request: HttpRequest) -> HttpResponse:
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        self.require_change(request)
-        action = request.POST.get("action") or ""
-        if action not in ACTIONS:
-            self.message_user(request, "No action selected.", messages.WARNING)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+        action = self.posted_action(request, ACTIONS)
+        if not isinstance(action, str):
+            return action
         store = self.store()
         letters = self.dead_letters()
         across = request.POST.get("select_across") == "1"
@@ -169,8 +165,7 @@ class DeadLetterAdmin(StoreAdmin):
         errors: list[str] = []
         flt = Filters.parse(request.POST, errors) if across else None
         if errors:
-            self.message_user(request, "; ".join(errors), messages.ERROR)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+            return self.back(request, "; ".join(errors), messages.ERROR)
         confirmed = request.POST.get("post") == "yes"
         form = RequeueForm(request.POST if confirmed else None) if action == "requeue_at" else None
         if confirmed and (form is None or form.is_valid()):
@@ -179,7 +174,7 @@ class DeadLetterAdmin(StoreAdmin):
                 self._delete(request, letters, ids, flt)
             else:
                 self._requeue(request, store, letters, ids, flt, due)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+            return self.back(request)
         hidden = {"action": action}
         if flt is None:
             what = selected(len(ids), "dead letter")

@@ -261,17 +261,12 @@ class PeriodicEntryAdmin(StoreAdmin):
     # -- actions ------------------------------------------------------------------------------
 
     def action_page(self, request: HttpRequest) -> HttpResponse:
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        self.require_change(request)
-        action = request.POST.get("action") or ""
-        if action not in ACTIONS:
-            self.message_user(request, "No action selected.", messages.WARNING)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+        action = self.posted_action(request, ACTIONS)
+        if not isinstance(action, str):
+            return action
         if request.POST.get("select_across") == "1":
-            self.message_user(request, "Periodic entries are changed by name: check them on the page.",
-                              messages.ERROR)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+            return self.back(request, "Periodic entries are changed by name: check them on the page.",
+                             messages.ERROR)
         self.store()
         names = self.selected_ids(request)
         if not names:
@@ -281,7 +276,7 @@ class PeriodicEntryAdmin(StoreAdmin):
         if confirmed and (form is None or form.is_valid()):
             note = "" if form is None else form.cleaned_data["note"]
             self._perform(request, action, names, note)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+            return self.back(request)
         verb, effect, _, _ = EFFECTS[action]
         what = selected(len(names), "periodic entry", "periodic entries")
         return self.confirm(

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin.utils import quote, unquote
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from ....celery.cli.output import number, relative
 from ....celery.messages import decompress
@@ -199,13 +199,9 @@ class ScheduledTaskAdmin(StoreAdmin):
     # -- actions ------------------------------------------------------------------------------
 
     def action_page(self, request: HttpRequest) -> HttpResponse:
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        self.require_change(request)
-        action = request.POST.get("action") or ""
-        if action not in ACTIONS:
-            self.message_user(request, "No action selected.", messages.WARNING)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+        action = self.posted_action(request, ACTIONS)
+        if not isinstance(action, str):
+            return action
         store = self.store()
         across = request.POST.get("select_across") == "1"
         ids = [] if across else self.selected_ids(request)
@@ -214,14 +210,13 @@ class ScheduledTaskAdmin(StoreAdmin):
         errors: list[str] = []
         flt = Filters.parse(request.POST, store, errors) if across else Filters()
         if errors:
-            self.message_user(request, "; ".join(errors), messages.ERROR)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+            return self.back(request, "; ".join(errors), messages.ERROR)
         confirmed = request.POST.get("post") == "yes"
         form = RescheduleForm(request.POST if confirmed else None) if action == "reschedule" else None
         if confirmed and (form is None or form.is_valid()):
             due = None if form is None else form.cleaned_data["due"]
             self._perform(request, store, action, ids, flt if across else None, due)
-            return HttpResponseRedirect(self.back_to(request, self.url("changelist")))
+            return self.back(request)
         return self._confirm(request, store, action, ids, flt if across else None, form)
 
     def _confirm(self, request: HttpRequest, store: Store, action: str, ids: list[str], flt: Filters | None,

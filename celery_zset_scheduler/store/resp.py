@@ -1,0 +1,191 @@
+"""Many commands in one round trip on a pooled connection, their replies read a buffer at a time.
+
+redis-py's pure-Python reply reader costs a few function calls and a buffered ``readline`` per
+element: most of the Python time of a claim, whose reply holds three elements an entry. Here the
+replies are read off the socket in large chunks and parsed from the bytes (RESP2 and RESP3, as
+redis-py returns them without ``decode_responses``: bulk strings as bytes, errors as redis-py's
+exception classes in place of the reply). Used only where redis-py's own parser is the
+pure-Python one with nothing buffered (no hiredis, which is as fast); otherwise each reply is
+read by redis-py. A connection that fails mid-way is dropped and the error raised: which of the
+commands ran is then unknown, as with redis-py's pipeline.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+CHUNK = 1 << 20
+#: redis-py's pure-Python readers (a RESP3 push message between the replies is skipped, as
+#: redis-py hands it to its push handler and reads on).
+_PURE_PARSERS = frozenset({"_RESP2Parser", "_RESP3Parser"})
+
+
+def pack(commands: Sequence[tuple[Any, ...]]) -> bytes | None:
+    """The RESP form of ``commands`` when every argument is bytes, str or int (what script calls
+    pass), else None (redis-py packs them then): a few µs instead of redis-py's generic packing."""
+    out: list[bytes] = []
+    for command in commands:
+        out.append(b"*%d\r\n" % len(command))
+        for arg in command:
+            kind = type(arg)
+            if kind is bytes:
+                value = arg
+            elif kind is str:
+                value = arg.encode("utf-8")
+            elif kind is int:
+                value = b"%d" % arg
+            else:
+                return None
+            out.append(b"$%d\r\n%b\r\n" % (len(value), value))
+    return b"".join(out)
+
+
+class _Incomplete(Exception):
+    """The buffer ends inside a reply: read more."""
+
+
+def exchange(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any] | None:
+    """The replies to ``commands`` sent at once, in order, each a value or the error it met; None
+    when an argument is of a type the packer leaves to redis-py (nothing was sent)."""
+    packed = pack(commands)
+    if packed is None:
+        return None
+    pool = client.connection_pool
+    conn: Any = pool.get_connection()
+    try:
+        conn.send_packed_command([packed])
+        replies = read_replies(conn, len(commands))
+    except BaseException:
+        conn.disconnect()
+        pool.release(conn)
+        raise
+    pool.release(conn)
+    return replies
+
+
+def read_replies(conn: Any, count: int) -> list[Any]:
+    """The next ``count`` replies on ``conn`` (a redis-py connection), each a value or its error."""
+    parser = conn._parser
+    buffered = getattr(parser, "_buffer", None)
+    if type(parser).__name__ in _PURE_PARSERS and buffered is not None and not buffered.unread_bytes():
+        return _Reader(conn._sock, parser).replies(count)
+    return [_read_one(conn) for _ in range(count)]
+
+
+def _read_one(conn: Any) -> Any:
+    try:
+        return conn.read_response()
+    except redis.ResponseError as exc:
+        return exc
+
+
+class _Reader:
+    def __init__(self, sock: socket.socket, parser: Any) -> None:
+        self.sock = sock
+        self.parser = parser  # for redis-py's error classes
+        self.buf = b""
+
+    def _more(self, start: int) -> None:
+        """Keep the buffer from ``start`` and add what the socket has."""
+        try:
+            chunk = self.sock.recv(CHUNK)
+        except TimeoutError as exc:
+            raise redis.TimeoutError("Timeout reading from socket") from exc
+        except OSError as exc:
+            raise redis.ConnectionError(f"Error while reading from socket: {exc}") from exc
+        if not chunk:
+            raise redis.ConnectionError("Connection closed by server.")
+        self.buf = self.buf[start:] + chunk
+
+    def replies(self, count: int) -> list[Any]:
+        out: list[Any] = []
+        pos = 0
+        while len(out) < count:
+            try:
+                value, end = self._parse(self.buf, pos)
+            except _Incomplete:
+                self._more(pos)
+                pos = 0
+                continue
+            if self.buf[pos] != 62:  # not a push message
+                out.append(value)
+            pos = end
+        if pos != len(self.buf):  # more than was asked for: the connection is out of step
+            raise redis.ConnectionError("unexpected data after the replies")
+        return out
+
+    def _parse(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        nl = buf.find(b"\r\n", pos)
+        if nl < 0:
+            raise _Incomplete
+        kind = buf[pos]
+        if kind == 36:  # $ bulk string
+            n = int(buf[pos + 1:nl])
+            if n < 0:
+                return None, nl + 2
+            end = nl + 2 + n
+            if end + 2 > len(buf):
+                raise _Incomplete
+            return buf[nl + 2:end], end + 2
+        if kind in (42, 126, 62):  # * array, ~ set, > push
+            n = int(buf[pos + 1:nl])
+            if n < 0:
+                return None, nl + 2
+            pos = nl + 2
+            items: list[Any] = []
+            append = items.append
+            for _ in range(n):
+                if pos < len(buf) and buf[pos] == 36:  # a bulk string, inline (most elements)
+                    nl = buf.find(b"\r\n", pos)
+                    if nl < 0:
+                        raise _Incomplete
+                    size = int(buf[pos + 1:nl])
+                    if size < 0:
+                        append(None)
+                        pos = nl + 2
+                        continue
+                    end = nl + 2 + size
+                    if end + 2 > len(buf):
+                        raise _Incomplete
+                    append(buf[nl + 2:end])
+                    pos = end + 2
+                else:
+                    value, pos = self._parse(buf, pos)
+                    append(value)
+            return items, pos
+        if kind == 58 or kind == 40:  # : integer, ( big number
+            return int(buf[pos + 1:nl]), nl + 2
+        if kind == 43:  # + simple string
+            return buf[pos + 1:nl], nl + 2
+        if kind == 45:  # - error
+            return self.parser.parse_error(buf[pos + 1:nl].decode("utf-8", errors="replace")), nl + 2
+        if kind == 95:  # _ null
+            return None, nl + 2
+        if kind == 44:  # , double
+            return float(buf[pos + 1:nl]), nl + 2
+        if kind == 35:  # # boolean
+            return buf[pos + 1:nl] == b"t", nl + 2
+        if kind == 61 or kind == 33:  # = verbatim string (its 4-byte format first), ! bulk error
+            n = int(buf[pos + 1:nl])
+            end = nl + 2 + n
+            if end + 2 > len(buf):
+                raise _Incomplete
+            data = buf[nl + 2:end]
+            if kind == 33:
+                return self.parser.parse_error(data.decode("utf-8", errors="replace")), end + 2
+            return data[4:], end + 2
+        if kind == 37 or kind == 124:  # % map, | attribute (metadata before the reply: skipped)
+            n = int(buf[pos + 1:nl])
+            pos = nl + 2
+            mapping: dict[Any, Any] = {}
+            for _ in range(n):
+                key, pos = self._parse(buf, pos)
+                mapping[key], pos = self._parse(buf, pos)
+            if kind == 124:
+                return self._parse(buf, pos)
+            return mapping, pos
+        raise redis.ConnectionError(f"unexpected reply type {chr(kind)!r}")

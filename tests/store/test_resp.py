@@ -1,0 +1,63 @@
+"""Many commands in one round trip, replies read by our own reader (real Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.exceptions import NoScriptError
+
+from celery_zset_scheduler.store import resp
+from celery_zset_scheduler.testing import RedisServer
+
+
+@pytest.fixture(params=[2, 3])
+def client(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A plain client, speaking RESP2 or RESP3."""
+    c = redis.Redis.from_url(redis_server.url, protocol=request.param)
+    c.flushall()
+    yield c
+    c.close()
+
+
+def test_replies_of_every_kind_in_order(client: redis.Redis) -> None:
+    big = b"x" * (3 * resp.CHUNK + 7)  # longer than one read: the reader asks for more mid-reply
+    client.rpush("list", *[b"%d" % n for n in range(20_000)])
+    client.set("big", big)
+    client.set("text", "v")
+    replies = resp.exchange(client, [
+        ("GET", "text"), ("GET", "missing"), ("INCR", "n"), ("PING",), ("EVALSHA", "0" * 40, 0),
+        ("LPUSH", "text", "x"), ("GET", "big"), ("LRANGE", "list", 0, -1),
+        ("EVAL", "return {1, 'a', {2, false}, redis.error_reply('custom fail')}", 0),
+        ("EVAL", "return {}", 0),
+        ("HSET", "h", "f", "1"), ("HGETALL", "h"),
+        ("EVAL", "redis.setresp(3); return {double = 1.5}", 0),
+    ])
+    assert replies is not None
+    got, missing, n, pong, noscript, wrongtype, got_big, items, nested, empty, _, fields, double = replies
+    resp3 = client.connection_pool.connection_kwargs.get("protocol") == 3
+    assert fields == ({b"f": b"1"} if resp3 else [b"f", b"1"])  # a map in RESP3
+    assert double == (1.5 if resp3 else b"1.5")
+    assert (got, missing, n) == (b"v", None, 1)
+    assert pong in (b"PONG", "PONG", True)
+    assert isinstance(noscript, NoScriptError)
+    assert isinstance(wrongtype, redis.ResponseError) and "WRONGTYPE" in str(wrongtype)
+    assert got_big == big
+    assert items == [b"%d" % n for n in range(20_000)]
+    assert nested[:2] == [1, b"a"] and nested[2] == [2, None]
+    assert isinstance(nested[3], redis.ResponseError) and "custom fail" in str(nested[3])
+    assert empty == []
+    assert client.get("text") == b"v"  # the connection went back to the pool in step
+    assert client.incr("n") == 2
+
+
+def test_arguments_it_cannot_pack_are_left_to_redis_py(client: redis.Redis) -> None:
+    assert resp.exchange(client, [("SET", "k", 1.5)]) is None
+    assert client.get("k") is None  # nothing was sent
+
+
+def test_a_connection_closed_before_the_last_reply_is_dropped(client: redis.Redis) -> None:
+    with pytest.raises(redis.ConnectionError):  # QUIT: the server answers OK, then hangs up
+        resp.exchange(client, [("QUIT",), ("PING",)])
+    assert client.ping()  # a fresh connection from the pool

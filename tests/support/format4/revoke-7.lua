@@ -1,0 +1,77 @@
+-- Frozen: format 4's script (includes pasted), as the version before packed ids ran it.
+--[[
+  Revoke ids in one shard: cancel what is pending, and record what is not, so that no dispatcher
+  publishes it and an installed worker drops it when it arrives (I10).
+
+  KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] pending_keys, KEYS[5] id_keys,
+  KEYS[6] revoked  ZSET id -> expiry (ms) of the revoke record
+  KEYS[7] revoked_gen  STRING counter, INCR on every call that records: a dispatcher holding
+          entries claimed at an earlier count reads the records of its batch again before it publishes
+  ARGV[1] revoke channel, ARGV[2] ttl of a record (ms), ARGV[3] most records kept in this shard,
+  ARGV[4] '1' to record ids this shard does not hold ('0': the caller looks in other shards first),
+  ARGV[5..] ids
+
+  A pending entry is cancelled. An in-flight one (claimed, being published) is removed from
+  `inflight` with its message, so no release or reap can put it back in `due`, and recorded: the
+  hand-off checks the records at the moment it publishes, and a copy that got out (published, not
+  yet acked) is dropped by the worker. An id pending again while an earlier copy is in flight (a
+  retry scheduled before the ack) is both cancelled and recorded. Records expire after the ttl and
+  are capped per shard (the ones closest to expiry are dropped first); every id recorded here is
+  published on the revoke channel as a JSON array (the ttl in ms, then the list of ids), for
+  running workers.
+
+  Returns one value per id: 1 cancelled, 2 cancelled and recorded (a copy was in flight),
+  -1 in flight (removed and recorded), 3 not in this shard (recorded), 0 not in this shard.
+]]
+-- The Redis server's clock in integer milliseconds: one clock for every dispatcher (I5).
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- Drop the idempotency-key bookkeeping of an entry that stops being pending.
+local function forget_key(pending_keys, id_keys, id)
+  local key = redis.call('HGET', id_keys, id)
+  if key then
+    redis.call('HDEL', id_keys, id)
+    if redis.call('HGET', pending_keys, key) == id then
+      redis.call('HDEL', pending_keys, key)
+    end
+  end
+end
+local due, msg, inflight, pending_keys, id_keys, revoked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local revoked_gen = KEYS[7]
+local ttl, most, record_unknown = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+local now = now_ms()
+local results, recorded = {}, {}
+
+for i = 5, #ARGV do
+  local id = ARGV[i]
+  local pending = redis.call('ZREM', due, id) == 1
+  local flying = redis.call('ZREM', inflight, id) == 1
+  if pending or flying then
+    redis.call('HDEL', msg, id)
+    forget_key(pending_keys, id_keys, id)
+  end
+  local result
+  if flying then
+    result = pending and 2 or -1
+  elseif pending then
+    result = 1
+  else
+    result = record_unknown and 3 or 0
+  end
+  if result ~= 1 and result ~= 0 then
+    redis.call('ZADD', revoked, now + ttl, id)
+    recorded[#recorded + 1] = id
+  end
+  results[#results + 1] = result
+end
+
+if #recorded > 0 then
+  redis.call('ZREMRANGEBYSCORE', revoked, '-inf', now)
+  local excess = redis.call('ZCARD', revoked) - most
+  if excess > 0 then redis.call('ZPOPMIN', revoked, excess) end
+  redis.call('INCR', revoked_gen)
+  redis.call('PUBLISH', ARGV[1], cjson.encode({ttl, recorded}))
+end
+return results
