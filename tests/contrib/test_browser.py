@@ -110,7 +110,9 @@ def test_an_operator_adds_a_periodic_entry_sees_it_listed_and_runs_it_now(
             page.wait_for_selector("#changelist")
             page.click("ul.object-tools a.addlink")
             page.wait_for_selector("#periodicentry_form")
-            # Only the chosen schedule type's fields show (the page's script): interval by default.
+            # Only the chosen schedule type's fields show (the page's deferred script, which runs
+            # once the page is parsed: wait for it, or a fast check races it): interval by default.
+            page.wait_for_selector("#id_minute", state="hidden", timeout=15_000)
             assert page.is_visible("#id_every") and not page.is_visible("#id_minute")
             page.check("input[name=schedule_type][value=crontab]")
             assert page.is_visible("#id_minute") and not page.is_visible("#id_every")
