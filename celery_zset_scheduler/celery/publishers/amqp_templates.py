@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from operator import itemgetter
 from typing import Any
 
 from ...model.codec import StoredMessage
 from ...model.headers import ZSET_ETA
 from ..messages import publishable
 from .amqp_wire import PropertyEncoder, _item, _key, check_expiration
-from .envelope import expiration_of, kombu_expiration, outgoing
+from .envelope import expiration_of, kombu_expiration, outgoing, values_of
 
 DELIVERY_MODES = {"transient": 1, "persistent": 2}
 
@@ -82,12 +81,11 @@ def _constant(v: Any) -> bool:
 
 
 def _getter(keys: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    if not keys:
-        return lambda d: ()
-    if len(keys) == 1:
-        only = keys[0]
-        return lambda d: (d[only],)
-    return itemgetter(*keys)
+    return values_of(keys) or _no_values
+
+
+def _no_values(d: dict[str, Any]) -> tuple[Any, ...]:
+    return ()
 
 
 def _value(v: Any) -> bytes:

@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from ...model.codec import StoredMessage
@@ -59,3 +61,14 @@ def expires_in(expires: Any, now: float) -> float | None:
 def kombu_expiration(seconds: float) -> str:
     """The ``expiration`` property as ``Producer.publish`` writes it (milliseconds, as text)."""
     return str(int(seconds * 1000))
+
+
+def values_of(keys: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]] | None:
+    """A getter of these keys' values, as a tuple, for a template's per-message values (None for
+    no keys); ``itemgetter`` alone returns a bare value for one key."""
+    if not keys:
+        return None
+    if len(keys) == 1:
+        (key,) = keys
+        return lambda d: (d[key],)
+    return itemgetter(*keys)

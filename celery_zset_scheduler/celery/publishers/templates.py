@@ -20,21 +20,20 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 from kombu.utils.json import JSONEncoder
 
 from ...model.codec import StoredMessage
+from ...model.headers import ZSET_ETA
 from ..messages import publishable
-from .envelope import kombu_expiration
+from .envelope import kombu_expiration, values_of
 
 #: Header values that differ from message to message of one template (the ``eta`` only when it is
 #: moved to ``zset_eta``: then the published ``eta`` is always None).
 VARYING_HEADERS = frozenset({"id", "root_id", "parent_id", "group", "group_index", "retries", "argsrepr",
                              "kwargsrepr", "expires"})
 VARYING_PROPERTIES = frozenset({"correlation_id", "expiration"})
-ZSET_ETA = "zset_eta"
 LIMIT = 1024  # shapes kept (distinct task/queue/routing/header sets): cleared when full
 PER_SHAPE = 4  # templates kept per shape (messages of one shape whose other values differ), latest first
 
@@ -98,15 +97,6 @@ class Template:
                 raise ValueError("this template needs the message's TTL")
             values.append(_QUOTE(kombu_expiration(expiration)))
         return self.text.format(*values).encode("ascii")
-
-
-def _getter(keys: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]] | None:
-    if not keys:
-        return None
-    if len(keys) == 1:
-        (key,) = keys
-        return lambda d: (d[key],)
-    return itemgetter(*keys)
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -192,8 +182,8 @@ def make(m: StoredMessage, moved_eta: bool, expiring: bool, envelope: Envelope) 
         else:
             deep.append(n)  # floats (0.0 == -0.0), nested containers, anything else
     return Template(tuple(ordered), level, exchange, constants, tuple(map(type, constants)), tuple(flat),
-                    tuple(deep), _both(_getter(constant_h), _getter(constant_p)), text,
-                    _both(_getter(header_keys), _getter(property_keys)), expiring)
+                    tuple(deep), _both(values_of(constant_h), values_of(constant_p)), text,
+                    _both(values_of(header_keys), values_of(property_keys)), expiring)
 
 
 def _both(headers: Callable[[dict[str, Any]], tuple[Any, ...]] | None,
