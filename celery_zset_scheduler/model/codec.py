@@ -3,9 +3,9 @@
 A stored entry is the message exactly as Celery serialized it at ``apply_async`` time: the body
 bytes, content type and encoding, headers, properties and routing. ``decode(encode(m)) == m`` always.
 
-Encoding (layout 4, since format version 4, see ``model.keys.FORMAT_VERSION``): ``<meta>\\n<body>``.
+Encoding (layout 5, since format version 6, see ``model.keys.FORMAT_VERSION``): ``<meta>\\n<body>``.
 
-- ``meta`` is one line of compact JSON: an array ``[4, task, origin, reply_to, delivery_mode,
+- ``meta`` is one line of compact JSON: an array ``[5, task, origin, reply_to, delivery_mode,
   routing_key, argsrepr, kwargsrepr]``, then, only when needed, the ``eta`` and an object with
   everything else. Positions instead of key names save ~60 bytes a task; JSON output never holds a
   raw newline, so the first ``\\n`` ends it. A ``reply_to`` that is a UUID (Celery's client id, in
@@ -13,15 +13,23 @@ Encoding (layout 4, since format version 4, see ``model.keys.FORMAT_VERSION``): 
 - The values every message of one producer, task and queue shares come first: that prefix
   (:func:`shared_length`) is what the store keeps once per shard and refers to from each entry.
 - ``body`` follows raw: no JSON escaping, no base64 for binary serializers.
+- A *simple call* (no kwargs, every positional argument an int or a short plain ASCII string, and
+  Celery's own argsrepr of them) keeps only what is between ``[[`` and ``], {}`` of its body: the
+  argsrepr slot holds the integer ``0`` (an argsrepr is otherwise a string; another int is kept in
+  the extras), the kwargsrepr slot is left out, and decoding rebuilds the body, ``argsrepr`` and
+  ``kwargsrepr="{}"`` from that text (:func:`simple_args`; the encoder checks that what it would
+  rebuild is what it was given, so nothing else takes this form). ``add(1234567, 1234567)``:
+  ``0,<eta>]\\n1234567, 1234567`` after the shared prefix, 31 bytes fewer than layout 4.
 - An ``eta`` as Celery writes it with the default UTC timezone is kept as integer microseconds in
   an optional slot after the kwargsrepr (17 bytes instead of ~45; an integer there cannot be
   the extras object); any other ``eta`` text is kept in the extras as it is.
-- Layout 2 (formats 2 and 3: ``[task, argsrepr, kwargsrepr, origin, reply_to, delivery_mode,
-  routing_key, ...]``, no leading ``4``) is still read: stores written before keep working.
+- Layout 4 (formats 4 and 5: the same with a leading ``4`` and never a simple call) and layout 2
+  (formats 2 and 3: ``[task, argsrepr, kwargsrepr, origin, reply_to, delivery_mode, routing_key,
+  ...]``, no leading layout number) are still read: stores written before keep working.
 
 Left out because they can be rebuilt exactly: the task id (it is the entry's key) and the ``id``,
 ``root_id`` and ``correlation_id`` equal to it; header values equal to Celery's defaults; the embed
-suffix Celery appends to every protocol-2 JSON body. A small task is ~100 bytes instead of the
+suffix Celery appends to every protocol-2 JSON body. A small task is ~70 bytes instead of the
 ~950-byte Kombu envelope.
 """
 
@@ -57,17 +65,25 @@ _HEADER_DEFAULTS: dict[str, Any] = {
     "stamped_headers": None,
     "stamps": {},
 }
-# The slots every message carries, in layout 4's order after its leading 4: the shared ones
-# (headers task and origin, properties reply_to and delivery_mode, the routing key), then the
-# per-message argsrepr and kwargsrepr. Layout 2 had task, argsrepr, kwargsrepr, origin, reply_to,
-# delivery_mode, routing key.
-LAYOUT = 4
+# The slots every message carries, in layout 5's (and 4's) order after its leading number: the
+# shared ones (headers task and origin, properties reply_to and delivery_mode, the routing key),
+# then the per-message argsrepr and kwargsrepr. Layout 2 had task, argsrepr, kwargsrepr, origin,
+# reply_to, delivery_mode, routing key.
+LAYOUT = 5
+#: The layouts :func:`decode` reads with a leading layout number (2 has none).
+_NUMBERED = (5, 4)
 _HEADER_SLOTS = ("task", "origin", "argsrepr", "kwargsrepr")
 _PROPERTY_SLOTS = ("reply_to", "delivery_mode")
-#: Layout 4's shared prefix: ``[4,`` and its first five slots, each followed by a comma.
-_SHARED = re.compile(rb'\[4,(?:(?:"(?:[^"\\]|\\.)*"|-?[0-9]+|null),){5}')
+#: The shared prefix of layouts 5 and 4: ``[5,`` (``[4,``) and the first five slots, each followed by a comma.
+_SHARED = re.compile(rb'\[[45],(?:(?:"(?:[^"\\]|\\.)*"|-?[0-9]+|null),){5}')
 #: Kombu's JSON of the protocol-2 embed part with nothing in it; most bodies end with it.
 EMBED_SUFFIX = b', {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
+#: A simple call's arguments as its JSON body holds them: ints and strings of printable ASCII
+#: without ``"``, ``'``, ``\`` or ``,`` (their JSON and Python reprs differ only in the quotes),
+#: separated by ``", "``; no token holds a comma, so one token is one without any.
+_TOKEN = rb'(?:-?[0-9]+|"[ !#-&(-+\--\[\]-~]*")'
+_SIMPLE_ARGS = re.compile(rb"(?:%s(?:, %s)*)?" % (_TOKEN, _TOKEN))
+_SIMPLE_HEAD, _SIMPLE_TAIL = b"[[", b"], {}"
 
 # reply_to (Celery: the client's uuid, in every message) is stored packed; other values never start
 # with the marker in the slot (such a value is kept in the extras instead).
@@ -151,17 +167,29 @@ def encode(message: StoredMessage) -> bytes:
     meta: list[Any] = [
         LAYOUT, headers.pop("task", None), headers.pop("origin", None), _pack_uuid(reply_to),
         properties.pop("delivery_mode", None), message.routing_key,
-        headers.pop("argsrepr", None), headers.pop("kwargsrepr", None),
     ]
+    body = message.body
+    args = None
+    if body.endswith(EMBED_SUFFIX):
+        body = body[: -len(EMBED_SUFFIX)]
+        if "argsrepr" in headers and "kwargsrepr" in headers:
+            args = simple_args(headers["argsrepr"], headers["kwargsrepr"], body)
+    else:
+        extra["ne"] = 1
+    if args is not None:
+        del headers["argsrepr"], headers["kwargsrepr"]
+        meta.append(0)
+        body = args
+    else:
+        argsrepr = headers.pop("argsrepr", None)
+        if type(argsrepr) is int:  # would read as a simple call's mark: keep it aside
+            headers["argsrepr"] = argsrepr
+            argsrepr = None
+        meta += (argsrepr, headers.pop("kwargsrepr", None))
     if headers:
         extra["h"] = headers
     if properties:
         extra["p"] = properties
-    body = message.body
-    if body.endswith(EMBED_SUFFIX):
-        body = body[: -len(EMBED_SUFFIX)]
-    else:
-        extra["ne"] = 1
     if message.content_type != JSON:
         extra["ct"] = message.content_type
     if message.content_encoding != UTF8:
@@ -179,8 +207,31 @@ def encode(message: StoredMessage) -> bytes:
     return _json_bytes(meta) + b"\n" + body
 
 
+def simple_args(argsrepr: Any, kwargsrepr: Any, stripped_body: bytes) -> bytes | None:
+    """The arguments' text a simple call is stored with (what is between ``[[`` and ``], {}`` of a
+    body given without :data:`EMBED_SUFFIX`), or None when the message is not one: kwargs empty,
+    every argument a token of :data:`_SIMPLE_ARGS`, and argsrepr/kwargsrepr exactly what
+    :func:`_simple_reprs` rebuilds from that text."""
+    if type(kwargsrepr) is not str or kwargsrepr != "{}" or type(argsrepr) is not str:
+        return None
+    if not (stripped_body.startswith(_SIMPLE_HEAD) and stripped_body.endswith(_SIMPLE_TAIL)) or len(stripped_body) < 7:
+        return None
+    args = stripped_body[2:-5]
+    if _SIMPLE_ARGS.fullmatch(args) is None or argsrepr != _simple_reprs(args):
+        return None
+    return args
+
+
+def _simple_reprs(args: bytes) -> str:
+    """Celery's argsrepr (``saferepr`` of the args tuple) of a simple call's arguments' text."""
+    if not args:
+        return "()"
+    text = args.decode("ascii").replace('"', "'")
+    return f"({text},)" if "," not in text else f"({text})"
+
+
 def shared_length(raw: bytes) -> int:
-    """How many leading bytes of an encoding are its shared values (``[4,`` task, origin,
+    """How many leading bytes of an encoding are its shared values (``[5,`` task, origin,
     reply_to, delivery_mode, routing key): the part many messages have in common. 0 when the
     encoding has no such prefix (layout 2, or a value of an unusual type in those slots)."""
     found = _SHARED.match(raw)
@@ -188,7 +239,7 @@ def shared_length(raw: bytes) -> int:
 
 
 def decode(task_id: str, raw: bytes) -> StoredMessage:
-    """Rebuild a message (layout 4 or 2); anything malformed raises :class:`PoisonMessage`."""
+    """Rebuild a message (layout 5, 4 or 2); anything malformed raises :class:`PoisonMessage`."""
     try:
         if raw[:1] == b"\x02":
             raise ValueError("it refers to shared values (store/shared.py) the store no longer has")
@@ -196,11 +247,23 @@ def decode(task_id: str, raw: bytes) -> StoredMessage:
         meta = json.loads(raw[:end])
         if type(meta) is not list or not meta:
             raise ValueError("not an encoded message")
+        body = raw[end + 1:]
+        simple = False
         if type(meta[0]) is int:
-            if meta[0] != LAYOUT or len(meta) < 8:
+            if meta[0] not in _NUMBERED or len(meta) < 7:
                 raise ValueError("not an encoded message")
-            task, origin, reply_to, delivery_mode, routing, argsrepr, kwargsrepr = meta[1:8]
-            rest = meta[8:]
+            if meta[0] == LAYOUT and type(meta[6]) is int:  # a simple call (layout 5 only)
+                if meta[6] != 0 or _SIMPLE_ARGS.fullmatch(body) is None:
+                    raise ValueError("malformed simple call")
+                task, origin, reply_to, delivery_mode, routing = meta[1:6]
+                argsrepr, kwargsrepr, simple = _simple_reprs(body), "{}", True
+                body = _SIMPLE_HEAD + body + _SIMPLE_TAIL
+                rest = meta[7:]
+            else:
+                if len(meta) < 8:
+                    raise ValueError("not an encoded message")
+                task, origin, reply_to, delivery_mode, routing, argsrepr, kwargsrepr = meta[1:8]
+                rest = meta[8:]
         else:
             if len(meta) < 7:
                 raise ValueError("not an encoded message")
@@ -239,9 +302,10 @@ def decode(task_id: str, raw: bytes) -> StoredMessage:
                 del properties["correlation_id"]
             headers.update(extra.get("h", ()))
             properties.update(extra.get("p", ()))
-        body = raw[end + 1:]
         if not extra.get("ne"):
             body += EMBED_SUFFIX
+        elif simple:
+            raise ValueError("malformed simple call")
         routing_key = str(routing)
         queue = None if extra.get("nq") else str(extra.get("q", routing_key))
         if type(headers.get("task")) is not str:
@@ -303,16 +367,24 @@ class Template:
                 raise ValueError("unexpected template layout")
             at = rest.index(mark) + 1
             self._tail, self._after_eta = rest[:at], rest[at + len(mark) - 1:]
+        # A simple call: the argsrepr slot's 0 and no kwargsrepr slot (what encode writes).
+        self._simple_head = self._head + b"0"
 
     def encode(self, argsrepr: str, kwargsrepr: str, stripped_body: bytes, eta_us: int | None = None) -> bytes:
         """The encoding of the template with these values, for a body that ends with
         :data:`EMBED_SUFFIX`, given without it (the caller never builds the suffix at all)."""
-        parts = [self._head, _quoted(argsrepr), self._middle, _quoted(kwargsrepr), self._tail]
+        args = simple_args(argsrepr, kwargsrepr, stripped_body)
+        if args is not None:
+            parts = [self._simple_head, self._tail]
+        else:
+            if type(argsrepr) is not str or type(kwargsrepr) is not str:
+                raise ValueError("argsrepr and kwargsrepr must be strings")
+            parts = [self._head, _quoted(argsrepr), self._middle, _quoted(kwargsrepr), self._tail]
         if self.has_eta:
             if eta_us is None:
                 raise ValueError("this template needs each task's eta")
             parts += (b"%d" % eta_us, self._after_eta)
-        parts.append(stripped_body)
+        parts.append(stripped_body if args is None else args)
         return b"".join(parts)
 
 

@@ -20,9 +20,14 @@ from ..errors import InvalidId
 #    (store/shared.py); format-2 and -3 values still read.
 # 5: canonical UUID task ids stored as 17-byte members (model/ids.py); the text members of
 #    formats 2-4 still read, cancel, revoke and move as they are.
-FORMAT_VERSION = 5
+# 6: the codec's layout 5 (a simple call keeps only its arguments' text); the layout-4 and -2
+#    values of formats 2-5 still read. A client of format 5 refuses the store from then on.
+FORMAT_VERSION = 6
 #: The previous formats, whose stores this version reads and upgrades on first use.
-UPGRADES_FROM = (4, 3, 2)
+UPGRADES_FROM = (5, 4, 3, 2)
+#: The first format that stored canonical UUIDs packed: a store recorded with an older one (or
+#: upgraded from one) may hold them as text.
+PACKED_IDS_SINCE = 5
 
 
 def check_storable(text: str, what: str = "task id") -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ShardCountMismatch
-from ..model.keys import FORMAT_VERSION, UPGRADES_FROM, KeySpace
+from ..model.keys import FORMAT_VERSION, PACKED_IDS_SINCE, UPGRADES_FROM, KeySpace
 from ..model.reshard import Layout
 from .scripts import Call, ScriptDef, Scripts
 
@@ -34,13 +34,18 @@ class Recorded:
     moving_to: int | None = None  # a reshard under way, to this count
     resharded_from: int | None = None  # the count before the last reshard
     text_flag: int | None = None  # 1: upgraded from a version that stored every task id as text
-    upgraded: bool = False  # this very call upgraded the store
+    upgraded_from: int | None = None  # the version this very call upgraded the store from
+
+    @property
+    def upgraded(self) -> bool:
+        """Whether this very call upgraded the store."""
+        return self.upgraded_from is not None
 
     @property
     def text_ids(self) -> bool:
         """Whether members may be UUIDs as text (written by format 4 or before), so that a lookup
         of a packed id must look for its text too."""
-        return bool(self.text_flag) or (self.version is not None and self.version != FORMAT_VERSION)
+        return bool(self.text_flag) or (self.version is not None and self.version < PACKED_IDS_SINCE)
 
     @property
     def layout(self) -> Layout | None:
@@ -53,9 +58,9 @@ def _int(value: Any) -> int | None:
 
 def _recorded(reply: Any) -> Recorded:
     values = [_int(v) for v in reply[: len(FIELDS)]] + [None] * (len(FIELDS) - len(reply))
-    upgraded = len(reply) > len(FIELDS) and bool(int(reply[len(FIELDS)]))
+    upgraded_from = int(reply[len(FIELDS)]) if len(reply) > len(FIELDS) else 0
     shards, version, moving_to, resharded_from, text_flag = values[: len(FIELDS)]
-    return Recorded(shards, version, moving_to, resharded_from, text_flag, upgraded)
+    return Recorded(shards, version, moving_to, resharded_from, text_flag, upgraded_from or None)
 
 
 def _layout(reply: Any) -> Layout | None:
@@ -66,7 +71,7 @@ def _layout(reply: Any) -> Layout | None:
 def record_call(keys: KeySpace) -> Call[Recorded]:
     """Record this client's shard count and format unless recorded (a store of the previous format
     is upgraded: it is read as it is); returns what is recorded."""
-    return META.call(keys, [keys.shards, FORMAT_VERSION, *UPGRADES_FROM], _recorded)
+    return META.call(keys, [keys.shards, FORMAT_VERSION, PACKED_IDS_SINCE, *UPGRADES_FROM], _recorded)
 
 
 def pack_revoke_records(scripts: Scripts, keys: KeySpace) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ..errors import ShardCountMismatch
 from ..model.ids import member, task_id_of
-from ..model.keys import KeySpace, check_storable, storable
+from ..model.keys import PACKED_IDS_SINCE, KeySpace, check_storable, storable
 from ..model.logs import log_event
 from ..model.reshard import shard_for
 from . import meta
@@ -163,7 +163,9 @@ class Store:
             if not self._meta_checked:
                 recorded = meta.ensure(self.scripts, self.keys, self.configured)
                 self._follow(recorded)
-                if recorded.upgraded:  # the first client of this version on an older store
+                upgraded_from = recorded.upgraded_from
+                if upgraded_from is not None and upgraded_from < PACKED_IDS_SINCE:
+                    # The first client of a version with packed ids on a store without them.
                     meta.pack_revoke_records(self.scripts, self.keys)
                 self._meta_checked = True
 

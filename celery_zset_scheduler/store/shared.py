@@ -1,7 +1,7 @@
 """Values many entries of a shard share, stored once per shard and referred to from each entry.
 
-Every message one producer sends for one task and queue begins with the same bytes: layout 4 of
-the codec puts the task name, ``origin``, ``reply_to``, ``delivery_mode`` and routing key first
+Every message one producer sends for one task and queue begins with the same bytes: layout 5 of
+the codec (as 4 did) puts the task name, ``origin``, ``reply_to``, ``delivery_mode`` and routing key first
 (:func:`~..model.codec.shared_length`), ~70 bytes a task in the benchmark, more with real host names.
 Since format 4 the store keeps that prefix once per shard in the HASH ``{prefix:s}:shared``, under
 the first 8 bytes of its BLAKE2b digest, and an entry's value (after its arrival stamp) is

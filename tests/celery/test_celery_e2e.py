@@ -49,6 +49,38 @@ def test_1000_tasks_run_once_each_in_due_order_never_early(apps: AppFactory) -> 
     assert pending(store) == 0
 
 
+CALLS: list[tuple[tuple[object, ...], dict[str, object]]] = [
+    ((1234567, 1234567), {}), ((), {}), ((-3,), {}), (("a b", 7), {}), (("",), {}),  # stored as simple calls
+    (("a,b",), {}), (("it's", "é"), {}), ((1.5, True, None), {}), ((1,), {"x": [1]}), ((), {"k": "v"}),
+]
+
+
+@pytest.mark.parametrize("path", ["fast", "generic"])
+def test_a_worker_gets_each_calls_args_and_celerys_reprs_of_them(apps: AppFactory, path: str) -> None:
+    from celery.utils.saferepr import saferepr
+
+    from celery_zset_scheduler.celery.bulk import _repr as bulk_repr
+
+    from ..support.helpers import STORE_DB
+
+    app = apps(**({"broker_url": apps.server.url_db(STORE_DB)} if path == "fast" else {}))
+    call = app.tasks["t.call"]
+    ids = [call.apply_async(args, kwargs, countdown=0.3).id for args, kwargs in CALLS]
+    ids += celery_zset_scheduler.schedule_many(call, [(args, kwargs, 0.3) for args, kwargs in CALLS])
+    apps.dispatcher(app)
+    apps.worker(app)
+    wait_for(lambda: len(apps.executions()) >= len(ids), timeout=60, what="every call executed")
+    runs = {run["id"]: run for run in apps.executions()}
+    assert set(runs) == set(ids)
+    for n, task_id in enumerate(ids):
+        args, kwargs = CALLS[n % len(CALLS)]
+        run = runs[task_id]
+        assert run["args"] == json.loads(json.dumps(list(args))) and run["kwargs"] == kwargs
+        # What the sender wrote: Celery's saferepr; schedule_many's own (repr when short).
+        reprs = (saferepr(args), saferepr(kwargs)) if n < len(CALLS) else (bulk_repr(args), bulk_repr(kwargs))
+        assert (run["argsrepr"], run["kwargsrepr"]) == reprs
+
+
 def test_revoke_before_due_cancels_the_stored_task(apps: AppFactory) -> None:
     app = apps()
     record = app.tasks["t.record"]

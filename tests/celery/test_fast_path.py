@@ -330,29 +330,82 @@ def test_a_queue_key_of_another_type_loses_nothing(apps: AppFactory) -> None:
     assert json.loads(raw)["headers"]["id"] == task_id
 
 
-def rewrite_in_the_previous_format(app: Celery, ids: list[str]) -> None:
-    """Store each entry as format 3 wrote it: the arrival stamp, then layout 2, no shared prefix."""
-    from ..support import old_codec
+SIMPLE_CALLS: list[dict[str, Any]] = [
+    {"args": (1234567, 1234567)}, {"args": ()}, {"args": (-3,)}, {"args": ("a b", "~!#$%&()*+-./:;<=>?@[]^_`{|}")},
+    {"args": ("",), "queue": "q"}, {"args": (5, 6), "priority": 3}, {"args": (7,), "headers": {"tenant": "acme"}},
+    {"args": (8,), "expires": 600}, {"args": (9,), "retries": 2, "shadow": "nick"},
+]
+NOT_SIMPLE_CALLS: list[dict[str, Any]] = [
+    {"args": ("a,b",)}, {"args": ("it's",)}, {"args": ("é",)}, {"args": (1.5,)}, {"args": (True,)},
+    {"args": (1,), "kwargs": {"tag": 2}}, {"args": (1, 2), "argsrepr": "(one, two)"},
+    {"args": tuple(range(300))},  # Celery's argsrepr of it is cut short
+]
+
+
+def stored_meta(app: Celery, task_id: str) -> list[Any]:
+    """The meta line of an entry as stored (its shared prefix put back)."""
+    store = installation_for(app).store
+    entry = store.get(task_id)
+    assert entry is not None and entry.payload is not None
+    return json.loads(entry.payload.split(b"\n", 1)[0])  # type: ignore[no-any-return]
+
+
+def test_simple_calls_are_stored_short_and_pushed_as_kombu_writes_them(apps: AppFactory) -> None:
+    plain, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    calls = [{**call, "task_id": str(uuid.uuid4())} for call in SIMPLE_CALLS + NOT_SIMPLE_CALLS]
+    theirs, generic, ids = send_all(plain, ours, broker, calls, task="t.call")
+    simple = {c["task_id"] for c in calls[:len(SIMPLE_CALLS)]}
+    for task_id in ids:
+        meta = stored_meta(ours, task_id)
+        assert meta[0] == 5 and (meta[6] == 0) is (task_id in simple), (task_id, meta)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    # An expires header (its TTL computed in Python) and the argsrepr option (Celery sends it as a
+    # property too, which only Kombu's publish writes) take the generic path.
+    assert (handoff.pushed, handoff.left) == (len(ids) - 2, 2)
+    assert set(mine) == set(theirs) == set(generic) == set(ids)
+    for task_id in ids:
+        assert mine[task_id][0] == theirs[task_id][0] == generic[task_id][0]  # the same list
+        if "expiration" in theirs[task_id][1]["properties"]:  # each computed its own expiry
+            assert mine[task_id][1]["body"] == theirs[task_id][1]["body"] == generic[task_id][1]["body"]
+            continue
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+        assert_same_envelope(mine[task_id][1], theirs[task_id][1], plain=True)
+
+
+def rewrite_in_the_previous_format(app: Celery, ids: list[str], layout: int = 2) -> None:
+    """Store each entry as format 3 wrote it (the arrival stamp, then layout 2, no shared prefix)
+    or, ``layout=4``, as formats 4 and 5 did (layout 4, its shared prefix kept once per shard)."""
+    from ..support import codec4, old_codec
 
     store = installation_for(app).store
     for task_id in ids:
         found = celery_zset_scheduler.lookup(app, task_id)
         assert found is not None and found[1] is not None
         entry, message = found
-        value = b"\x01" + bytes(10) + old_codec.encode(message)  # type: ignore[arg-type]
-        store.client.hset(store.keys.shard(entry.shard).msg, task_id, value)
+        if layout == 4:
+            value, write = store.shared.compact(entry.shard, codec4.encode(message))  # type: ignore[arg-type]
+            assert write is not None and value.startswith(b"\x02")
+            store.client.hsetnx(*write)
+        else:
+            value = old_codec.encode(message)  # type: ignore[arg-type]
+        store.client.hset(store.keys.shard(entry.shard).msg, member(task_id), b"\x01" + bytes(10) + value)
 
 
-def test_entries_stored_in_the_previous_format_are_pushed_the_same(apps: AppFactory) -> None:
+@pytest.mark.parametrize("layout", [2, 4])
+def test_entries_stored_in_the_previous_format_are_pushed_the_same(apps: AppFactory, layout: int) -> None:
     plain, ours = same_db(apps)
     broker = apps.server.client(STORE_DB)
     calls = [
         {"kwargs": {"tag": "x"}, "task_id": str(uuid.uuid4()), "queue": "q", "priority": 3},
         {"args": ("a", 7), "task_id": str(uuid.uuid4())},
         {"args": (1,), "task_id": str(uuid.uuid4()), "headers": {"nested": {"a": [1, None, "x"]}}},
+        {"args": (1234567, 1234567), "task_id": str(uuid.uuid4())},
+        {"args": (), "task_id": str(uuid.uuid4()), "priority": 5},
     ]
     _, generic, ids = send_all(plain, ours, broker, calls)
-    rewrite_in_the_previous_format(ours, ids)
+    rewrite_in_the_previous_format(ours, ids, layout)
+    assert all(stored_meta(ours, task_id)[0] == (4 if layout == 4 else "t.record") for task_id in ids)
     handoff, mine = dispatched(apps, ours, broker, ids)
     assert (handoff.pushed, handoff.left) == (len(ids), 0)
     for task_id in ids:
@@ -360,7 +413,8 @@ def test_entries_stored_in_the_previous_format_are_pushed_the_same(apps: AppFact
         assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
 
 
-def test_entries_stored_in_the_previous_format_go_the_generic_way_the_same(apps: AppFactory) -> None:
+@pytest.mark.parametrize("layout", [2, 4])
+def test_entries_stored_in_the_previous_format_go_the_generic_way_the_same(apps: AppFactory, layout: int) -> None:
     conf = {"task_queues": QUEUES}
     ours = apps(**conf)  # its broker is another database: the generic path
     broker = apps.server.client(BROKER_DB)
@@ -374,7 +428,7 @@ def test_entries_stored_in_the_previous_format_go_the_generic_way_the_same(apps:
         found = celery_zset_scheduler.lookup(ours, task_id)
         assert found is not None and found[1] is not None
         expected[task_id] = found[1]
-    rewrite_in_the_previous_format(ours, ids)
+    rewrite_in_the_previous_format(ours, ids, layout)
     for task_id in ids:  # read back whole, as the CLI and the admin pages read them
         again = celery_zset_scheduler.lookup(ours, task_id)
         assert again is not None and again[1] == expected[task_id]

@@ -8,8 +8,10 @@ import time
 import uuid
 from typing import Any
 
+import pytest
+
 from celery_zset_scheduler.model.ids import member
-from celery_zset_scheduler.model.keys import KeySpace
+from celery_zset_scheduler.model.keys import FORMAT_VERSION, KeySpace
 from celery_zset_scheduler.ops.reshard import reshard
 from celery_zset_scheduler.store import meta
 from celery_zset_scheduler.store.claims import Claims
@@ -81,7 +83,7 @@ def test_a_format_4_store_is_upgraded_and_its_text_members_kept(store: Store, r:
     old_store(r, store.keys, old_ids)
     store.check_meta()
     recorded = meta.read(r, store.keys)
-    assert recorded.version == 5 and recorded.text_ids and store.text_ids
+    assert recorded.version == FORMAT_VERSION and recorded.text_ids and store.text_ids
     new_ids = uuids_in_shard(store.keys, 0, 3)
     assert all(res.created for res in store.schedule_many(
         [new_entry(i, LATER + n) for n, i in enumerate(new_ids)]))
@@ -97,6 +99,21 @@ def test_a_format_4_store_is_upgraded_and_its_text_members_kept(store: Store, r:
     fresh = Store(r, KeySpace("zt-fresh", 4))
     fresh.check_meta()
     assert not fresh.text_ids and not meta.read(r, fresh.keys).text_ids
+
+
+@pytest.mark.parametrize("text_ids", [False, True])
+def test_a_format_5_store_is_upgraded_and_keeps_what_it_knew_of_its_members(store: Store, r: Any,
+                                                                             text_ids: bool) -> None:
+    # A store created by format 5 (packed ids from the start), or one format 5 upgraded from 4.
+    r.hset(store.keys.meta, mapping={"shards": store.shards, "version": 5, **({"text_ids": 1} if text_ids else {})})
+    task_id = str(uuid.uuid4())
+    store.check_meta()
+    recorded = meta.read(r, store.keys)
+    assert recorded.version == FORMAT_VERSION and recorded.text_ids is text_ids and store.text_ids is text_ids
+    assert store.schedule(task_id, LATER, b"p").created
+    assert members(r, store.keys.shard(store.keys.shard_of(task_id)).due) == [member(task_id)]
+    # A client of format 5 refuses the store from now on (it reads 5 and the versions before).
+    assert recorded.version not in (5, 4, 3, 2)
 
 
 def test_every_lookup_by_id_finds_an_entry_format_4_wrote(store: Store, r: Any) -> None:

@@ -60,6 +60,15 @@ def register_tasks(app: Celery, record_url: str) -> None:
         }))
         return tag
 
+    @app.task(bind=True, name="t.call", shared=False)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        """Records the arguments and Celery's short forms of them as the worker received them."""
+        recorder.rpush(RECORDS, json.dumps({
+            "id": self.request.id, "tag": "call", "at": time.time(), "args": list(args), "kwargs": kwargs,
+            "argsrepr": self.request.argsrepr, "kwargsrepr": self.request.kwargsrepr,
+        }))
+        return len(args)
+
     @app.task(bind=True, name="t.plain_flaky", shared=False, autoretry_for=(ValueError,), max_retries=2,
               default_retry_delay=0.2)
     def plain_flaky(self: Any) -> None:

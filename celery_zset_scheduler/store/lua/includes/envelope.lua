@@ -3,8 +3,10 @@
 -- The stored value is the codec's (model/codec.py): an optional arrival stamp (11 bytes after a
 -- \1), then a JSON array (layout 2: task, argsrepr, kwargsrepr, origin, reply_to packed as ~ + 22
 -- base64url characters when a UUID, delivery_mode, routing key, then an optional eta in epoch
--- microseconds and an optional extras object; layout 4: 4, task, origin, reply_to, delivery_mode,
--- routing key, argsrepr, kwargsrepr, then the same), a newline and the raw body. Since format 4
+-- microseconds and an optional extras object; layouts 5 and 4: 5 (4), task, origin, reply_to,
+-- delivery_mode, routing key, argsrepr, kwargsrepr, then the same; layout 5's simple call: 0 in
+-- the argsrepr slot and no kwargsrepr slot, its body only the arguments' text, from which argsrepr,
+-- kwargsrepr and the body are rebuilt as the codec's decode does), a newline and the raw body. Since format 4
 -- the part before argsrepr may be stored once per shard: the value is then \2, the prefix's 8-byte
 -- id in the shard's `shared` hash, and the rest (store/shared.py). `build` returns the envelope (JSON)
 -- and the KEYS indexes of the lists it goes to, or nil when the generic path must publish it: it
@@ -151,6 +153,33 @@ local function round_trips(meta)
               string.find(extras, '[]', 1, true) or string.find(extras, '%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d'))
 end
 
+local function simple_args(args)
+  -- A simple call's arguments' text (the codec's _SIMPLE_ARGS): ints and strings of printable
+  -- ASCII without double or single quotes, backslashes and commas, separated by ', '.
+  if args == '' then return true end
+  local at = 1
+  while true do
+    local after = string.match(args, '^%-?%d+()', at)
+    if not after then
+      local text
+      text, after = string.match(args, '^"([^"]*)"()', at)
+      if not text or string.find(text, "[^ -~]") or string.find(text, "[',\\]") then return false end
+    end
+    if after == #args + 1 then return true end
+    if string.sub(args, after, after + 1) ~= ', ' then return false end
+    at = after + 2
+  end
+end
+
+local function simple_reprs(args)
+  -- Celery's argsrepr of a simple call's arguments (the codec's _simple_reprs); no token holds a
+  -- comma, so one token is one without any.
+  if args == '' then return '()' end
+  local text = string.gsub(args, '"', "'")
+  if not string.find(text, ',', 1, true) then return '(' .. text .. ',)' end
+  return '(' .. text .. ')'
+end
+
 local function plain_body(body)
   -- What the worker's JSON decoder accepts as Celery's [args, kwargs, embed] (ASCII: Kombu's JSON
   -- escapes the rest, and a body with other bytes is left to Python's decoder).
@@ -274,8 +303,14 @@ local function new_envelopes(routes, tag, shared_key)
     -- The common entry (no extras: Celery's default headers and properties, the default
     -- exchange), written as text: its JSON strings are copied as they are stored, so nothing is
     -- decoded and encoded again. Returns nil when the entry is not of this form.
+    local simple = false
     local task, origin, reply_to, mode, rk, args, kwargs, eta, body_at = string.match(raw,
-      '^%[4,("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),("[^"]*"),("[^"]*"),?(%d*)%]\n()', start)
+      '^%[[45],("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),("[^"]*"),("[^"]*"),?(%d*)%]\n()', start)
+    if not task then
+      task, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
+        '^%[5,("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),0,?(%d*)%]\n()', start)
+      simple = task ~= nil
+    end
     if not task then
       task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
         '^%[("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),?(%d*)%]\n()', start)
@@ -292,6 +327,11 @@ local function new_envelopes(routes, tag, shared_key)
     if mode == '0' then mode = mode_text end
     if string.find(raw, '[\128-\255]', body_at) then return nil end
     local stored = string.sub(raw, body_at)
+    if simple then
+      if not simple_args(stored) then return nil end
+      args, kwargs = '"' .. simple_reprs(stored) .. '"', '"{}"'
+      stored = '[[' .. stored .. '], {}'
+    end
     local ok, data = pcall(cjson.decode, stored .. ']')
     if not ok or type(data) ~= 'table' or data[3] ~= nil then return nil end
     local a, k = data[1], data[2]
@@ -338,7 +378,13 @@ local function new_envelopes(routes, tag, shared_key)
     if string.find(meta_text, '\\u[dD][89abAB]') then return nil end  -- surrogates: Python's
     local ok, meta = pcall(cjson.decode, meta_text)
     if not ok or type(meta) ~= 'table' then return nil end
-    if meta[1] == 4 then  -- layout 4: put its slots in layout 2's order
+    local body = string.sub(raw, nl + 1)
+    local simple = false
+    if meta[1] == 5 and type(meta[7]) == 'number' then  -- a simple call: rebuild its slots
+      if meta[7] ~= 0 or #meta < 7 or #meta > 9 or not simple_args(body) then return nil end
+      meta = {meta[2], simple_reprs(body), '{}', meta[3], meta[4], meta[5], meta[6], meta[8], meta[9]}
+      body, simple = '[[' .. body .. '], {}', true
+    elseif meta[1] == 4 or meta[1] == 5 then  -- layouts 4 and 5: put their slots in layout 2's order
       if #meta < 8 or #meta > 10 then return nil end
       meta = {meta[2], meta[7], meta[8], meta[3], meta[4], meta[5], meta[6], meta[9], meta[10]}
     end
@@ -378,8 +424,7 @@ local function new_envelopes(routes, tag, shared_key)
     if content_type ~= 'application/json' or not accept[content_type] or content_encoding ~= 'utf-8' then
       return nil
     end
-    local body = string.sub(raw, nl + 1)
-    if not extras.ne then body = body .. EMBED end
+    if not extras.ne then body = body .. EMBED elseif simple then return nil end
     if not plain_body(body) then return nil end
 
     local p = extras.p or {}
