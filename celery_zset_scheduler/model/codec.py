@@ -83,6 +83,7 @@ EMBED_SUFFIX = b', {"callbacks": null, "errbacks": null, "chain": null, "chord":
 #: separated by ``", "``; no token holds a comma, so one token is one without any.
 _TOKEN = rb'(?:-?[0-9]+|"[ !#-&(-+\--\[\]-~]*")'
 _SIMPLE_ARGS = re.compile(rb"(?:%s(?:, %s)*)?" % (_TOKEN, _TOKEN))
+_SIMPLE_BODY = re.compile(rb"\[\[(%s)\], \{\}" % _SIMPLE_ARGS.pattern)  # a body without the embed suffix
 _SIMPLE_HEAD, _SIMPLE_TAIL = b"[[", b"], {}"
 
 # reply_to (Celery: the client's uuid, in every message) is stored packed; other values never start
@@ -212,22 +213,23 @@ def simple_args(argsrepr: Any, kwargsrepr: Any, stripped_body: bytes) -> bytes |
     body given without :data:`EMBED_SUFFIX`), or None when the message is not one: kwargs empty,
     every argument a token of :data:`_SIMPLE_ARGS`, and argsrepr/kwargsrepr exactly what
     :func:`_simple_reprs` rebuilds from that text."""
-    if type(kwargsrepr) is not str or kwargsrepr != "{}" or type(argsrepr) is not str:
+    if kwargsrepr != "{}" or type(kwargsrepr) is not str or type(argsrepr) is not str:
         return None
-    if not (stripped_body.startswith(_SIMPLE_HEAD) and stripped_body.endswith(_SIMPLE_TAIL)) or len(stripped_body) < 7:
+    found = _SIMPLE_BODY.fullmatch(stripped_body)
+    if found is None:
         return None
-    args = stripped_body[2:-5]
-    if _SIMPLE_ARGS.fullmatch(args) is None or argsrepr != _simple_reprs(args):
-        return None
-    return args
+    args: bytes = found.group(1)
+    return args if argsrepr == _simple_reprs(args) else None
 
 
 def _simple_reprs(args: bytes) -> str:
     """Celery's argsrepr (``saferepr`` of the args tuple) of a simple call's arguments' text."""
     if not args:
         return "()"
-    text = args.decode("ascii").replace('"', "'")
-    return f"({text},)" if "," not in text else f"({text})"
+    text = args.decode("ascii")
+    if '"' in text:
+        text = text.replace('"', "'")
+    return "(" + text + (")" if "," in text else ",)")
 
 
 def shared_length(raw: bytes) -> int:
@@ -257,7 +259,7 @@ def decode(task_id: str, raw: bytes) -> StoredMessage:
                     raise ValueError("malformed simple call")
                 task, origin, reply_to, delivery_mode, routing = meta[1:6]
                 argsrepr, kwargsrepr, simple = _simple_reprs(body), "{}", True
-                body = _SIMPLE_HEAD + body + _SIMPLE_TAIL
+                body = _SIMPLE_HEAD + body + _SIMPLE_TAIL + EMBED_SUFFIX
                 rest = meta[7:]
             else:
                 if len(meta) < 8:
@@ -302,10 +304,11 @@ def decode(task_id: str, raw: bytes) -> StoredMessage:
                 del properties["correlation_id"]
             headers.update(extra.get("h", ()))
             properties.update(extra.get("p", ()))
-        if not extra.get("ne"):
+        if simple:
+            if "ne" in extra:
+                raise ValueError("malformed simple call")
+        elif not extra.get("ne"):
             body += EMBED_SUFFIX
-        elif simple:
-            raise ValueError("malformed simple call")
         routing_key = str(routing)
         queue = None if extra.get("nq") else str(extra.get("q", routing_key))
         if type(headers.get("task")) is not str:
