@@ -120,3 +120,31 @@ def test_entries_of_the_previous_format_read_as_they_were(store: Store, r: redis
     r.hset(sk.msg, "old", b"\x01" + bytes(10) + old)  # format 3: the stamp, then layout 2
     entry = store.get("old")
     assert entry is not None and entry.payload == old and decode("old", old) == msg
+
+
+def test_entries_format_5_wrote_are_claimed_and_read_as_they_were(store: Store, r: redis.Redis) -> None:
+    # Layout-4 values behind shared prefixes, written with format 4's frozen schedule script (the
+    # same as format 5's for values), next to layout-5 entries of the same producer.
+    import uuid
+
+    from ..support import codec4
+    from ..support.format4 import Format4Store
+
+    old = Format4Store(r, store.keys)
+    now = redis_ms(r)
+    shard = 0
+    ids = [i for i in (str(uuid.uuid4()) for _ in range(200)) if store.keys.shard_of(i) == shard][:12]
+    old_ids, new_ids = ids[:6], ids[6:]
+    for n, task_id in enumerate(old_ids):
+        assert old.schedule(task_id, now - 1, codec4.encode(message(task_id, n))) == 1  # type: ignore[arg-type]
+        assert stored_value(store, r, task_id)[11:12] == b"\x02"
+    store.schedule_many([NewEntry(task_id, now - 1, encode(message(task_id, n))) for n, task_id in enumerate(new_ids)])
+    assert r.hlen(store.keys.shard(shard).shared) == 2  # layout 4's prefix and layout 5's
+    for task_id in old_ids:
+        entry = store.get(task_id)
+        assert entry is not None and entry.payload is not None and entry.payload.startswith(b"[4,")
+    fresh = Store(store.client, store.keys)
+    result = claim(Claims(fresh), lead(fresh, shard), 1000, 30_000)
+    assert sorted(e.task_id for e in result.entries) == sorted(ids)
+    for e in result.entries:
+        assert decode(e.task_id, e.payload) == message(e.task_id, ids.index(e.task_id) % 6)

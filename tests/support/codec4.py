@@ -1,6 +1,6 @@
-"""The stored encoding of format version 5 (layout 4), as the code before layout 5 wrote it: kept
-to write entries the way such stores hold them, so tests can check they are still read. A verbatim
-copy of that version's module (its ``StoredMessage`` is field for field the same).
+"""The stored encoding of format versions 4 and 5 (layout 4), as the code before layout 5 wrote it:
+kept to write entries the way such stores hold them, so tests can check they are still read. A
+verbatim copy of that version's module (its ``StoredMessage`` is field for field the same).
 
 The stored form of a task message, and its compact encoding.
 
