@@ -78,10 +78,10 @@ _PROPERTY_SLOTS = ("reply_to", "delivery_mode")
 _SHARED = re.compile(rb'\[[45],(?:(?:"(?:[^"\\]|\\.)*"|-?[0-9]+|null),){5}')
 #: Kombu's JSON of the protocol-2 embed part with nothing in it; most bodies end with it.
 EMBED_SUFFIX = b', {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
-#: A simple call's arguments as its JSON body holds them: ints and strings of printable ASCII
+#: A simple call's arguments as its JSON body holds them: JSON ints and strings of printable ASCII
 #: without ``"``, ``'``, ``\`` or ``,`` (their JSON and Python reprs differ only in the quotes),
 #: separated by ``", "``; no token holds a comma, so one token is one without any.
-_TOKEN = rb'(?:-?[0-9]+|"[ !#-&(-+\--\[\]-~]*")'
+_TOKEN = rb'(?:-?(?:0|[1-9][0-9]*)|"[ !#-&(-+\--\[\]-~]*")'
 _SIMPLE_ARGS = re.compile(rb"(?:%s(?:, %s)*)?" % (_TOKEN, _TOKEN))
 _SIMPLE_BODY = re.compile(rb"\[\[(%s)\], \{\}" % _SIMPLE_ARGS.pattern)  # a body without the embed suffix
 _SIMPLE_HEAD, _SIMPLE_TAIL = b"[[", b"], {}"

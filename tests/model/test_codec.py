@@ -253,7 +253,7 @@ def test_a_template_with_an_eta_encodes_each_tasks_own() -> None:
     b'["t", "", "", "", "~!!", 2, "q"]\n', b'[4, "t", "", null, 2, "q", ""]\n', b'[6, "t", "", null, 2, "q", "", ""]\n',
     b'[5,"t","",null,2,"q",1]\n1', b'[5,"t","",null,2,"q",0]\n1.5', b'[5,"t","",null,2,"q",0,{"ne":1}]\n1',
     b'[5,"t","",null,2,"q",0]\n"it\'s"', b'[5,"t","",null,2,"q",0]\n1,2', b'[5,"t","",null,2,"q",0]\n[[1], {}',
-    b'[5,"t","",null,2,"q"]\n1', b'[4,"t","",null,2,"q",0]\n1',
+    b'[5,"t","",null,2,"q"]\n1', b'[5,"t","",null,2,"q",0]\n01', b'[4,"t","",null,2,"q",0]\n1',
     b'[4, "t", "", null, 2, "q", "", "", {"m": ["nope"]}]\n', b'[4, 7, "", null, 2, "q", "", ""]\n', b'[]\n',
 ])
 def test_malformed_entries_raise_poison(raw: bytes) -> None:

@@ -154,12 +154,13 @@ local function round_trips(meta)
 end
 
 local function simple_args(args)
-  -- A simple call's arguments' text (the codec's _SIMPLE_ARGS): ints and strings of printable
-  -- ASCII without double or single quotes, backslashes and commas, separated by ', '.
+  -- A simple call's arguments' text (the codec's _SIMPLE_ARGS): JSON ints and strings of printable
+  -- ASCII without double or single quotes, backslashes and commas, separated by ', ' (so that
+  -- '[[' .. args .. '], {}' is always a JSON list of them and an empty object).
   if args == '' then return true end
   local at = 1
   while true do
-    local after = string.match(args, '^%-?%d+()', at)
+    local after = string.match(args, '^%-?[1-9]%d*()', at) or string.match(args, '^%-?0()', at)
     if not after then
       local text
       text, after = string.match(args, '^"([^"]*)"()', at)
@@ -175,7 +176,8 @@ local function simple_reprs(args)
   -- Celery's argsrepr of a simple call's arguments (the codec's _simple_reprs); no token holds a
   -- comma, so one token is one without any.
   if args == '' then return '()' end
-  local text = string.gsub(args, '"', "'")
+  local text = args
+  if string.find(text, '"', 1, true) then text = string.gsub(text, '"', "'") end
   if not string.find(text, ',', 1, true) then return '(' .. text .. ',)' end
   return '(' .. text .. ')'
 end
@@ -303,13 +305,13 @@ local function new_envelopes(routes, tag, shared_key)
     -- The common entry (no extras: Celery's default headers and properties, the default
     -- exchange), written as text: its JSON strings are copied as they are stored, so nothing is
     -- decoded and encoded again. Returns nil when the entry is not of this form.
-    local simple = false
-    local task, origin, reply_to, mode, rk, args, kwargs, eta, body_at = string.match(raw,
-      '^%[[45],("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),("[^"]*"),("[^"]*"),?(%d*)%]\n()', start)
+    local args, kwargs
+    local task, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
+      '^%[5,("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),0,?(%d*)%]\n()', start)
+    local simple = task ~= nil  -- layout 5's simple call, the common entry: tried first
     if not task then
-      task, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
-        '^%[5,("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),0,?(%d*)%]\n()', start)
-      simple = task ~= nil
+      task, origin, reply_to, mode, rk, args, kwargs, eta, body_at = string.match(raw,
+        '^%[[45],("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),("[^"]*"),("[^"]*"),?(%d*)%]\n()', start)
     end
     if not task then
       task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
@@ -328,15 +330,17 @@ local function new_envelopes(routes, tag, shared_key)
     if string.find(raw, '[\128-\255]', body_at) then return nil end
     local stored = string.sub(raw, body_at)
     if simple then
+      -- Its tokens make the body a JSON list of them and an empty object: nothing to decode.
       if not simple_args(stored) then return nil end
       args, kwargs = '"' .. simple_reprs(stored) .. '"', '"{}"'
       stored = '[[' .. stored .. '], {}'
-    end
-    local ok, data = pcall(cjson.decode, stored .. ']')
-    if not ok or type(data) ~= 'table' or data[3] ~= nil then return nil end
-    local a, k = data[1], data[2]
-    if type(a) ~= 'table' or type(k) ~= 'table' or (next(a) ~= nil and a[1] == nil) or k[1] ~= nil then
-      return nil
+    else
+      local ok, data = pcall(cjson.decode, stored .. ']')
+      if not ok or type(data) ~= 'table' or data[3] ~= nil then return nil end
+      local a, k = data[1], data[2]
+      if type(a) ~= 'table' or type(k) ~= 'table' or (next(a) ~= nil and a[1] == nil) or k[1] ~= nil then
+        return nil
+      end
     end
     local zset_eta = ''
     if eta ~= '' then zset_eta = ',"zset_eta":"' .. iso_us(tonumber(eta)) .. '"' end
