@@ -13,13 +13,14 @@ Encoding (layout 5, since format version 6, see ``model.keys.FORMAT_VERSION``): 
 - The values every message of one producer, task and queue shares come first: that prefix
   (:func:`shared_length`) is what the store keeps once per shard and refers to from each entry.
 - ``body`` follows raw: no JSON escaping, no base64 for binary serializers.
-- A *simple call* (no kwargs, every positional argument an int or a short plain ASCII string, and
-  Celery's own argsrepr of them) keeps only what is between ``[[`` and ``], {}`` of its body: the
-  argsrepr slot holds the integer ``0`` (an argsrepr is otherwise a string; another int is kept in
-  the extras), the kwargsrepr slot is left out, and decoding rebuilds the body, ``argsrepr`` and
-  ``kwargsrepr="{}"`` from that text (:func:`simple_args`; the encoder checks that what it would
-  rebuild is what it was given, so nothing else takes this form). ``add(1234567, 1234567)``:
-  ``0,<eta>]\\n1234567, 1234567`` after the shared prefix, 31 bytes fewer than layout 4.
+- A *simple call* (no kwargs, every positional argument an int or a string of printable ASCII
+  without quotes, backslashes or commas, and Celery's own argsrepr of them) keeps only what is
+  between ``[[`` and ``], {}`` of its body: the argsrepr slot holds the integer ``0`` (an argsrepr
+  is otherwise a string; another int is kept in the extras), the kwargsrepr slot is left out, and
+  decoding rebuilds the body, ``argsrepr`` and ``kwargsrepr="{}"`` from that text
+  (:func:`simple_args`; the encoder checks that what it would rebuild is what it was given, so
+  nothing else takes this form). ``add(1234567, 1234567)``: ``0,<eta>]\\n1234567, 1234567`` after
+  the shared prefix, 31 bytes fewer than layout 4.
 - An ``eta`` as Celery writes it with the default UTC timezone is kept as integer microseconds in
   an optional slot after the kwargsrepr (17 bytes instead of ~45; an integer there cannot be
   the extras object); any other ``eta`` text is kept in the extras as it is.
