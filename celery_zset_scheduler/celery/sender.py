@@ -169,25 +169,20 @@ def store_message(app: Any, inst: Installation, name: str, message: Any, due_ms:
     idempotency_key = options.get(names.IDEMPOTENCY_KEY_OPTION)
     replace = bool(options.get(names.REPLACE_OPTION, False))
     outcome: list[ScheduleResult] | None = options.get(names.OUTCOME_OPTION)
+    capture: Callable[[Built, bytes], None] | None = options.get(names.CAPTURE_OPTION)
     body, sent_event = message[2], message[3]
     built = _build(app, inst, name, message, options)
     stored = built.message
     payload = encode(stored)
+    if capture is not None:
+        capture(built, payload)
 
     def schedule() -> ScheduleResult:
         return inst.store.schedule(stored.task_id, due_ms, payload, idempotency_key=idempotency_key, replace=replace)
 
     retry = options.get("retry")
-    try:
-        if app.conf.task_publish_retry if retry is None else retry:
-            result = _with_policy(schedule, built.retry_policy)
-        else:
-            result = schedule()
-    except redis.RedisError as exc:
-        # Named as ours: inside send_task, Kombu would re-raise a Redis error as a broker error.
-        raise StoreUnavailable(
-            f"cannot store task {name!r} in the zset store at {mask_url(str(inst.settings.url))}: {exc}"
-        ) from exc
+    result = write(app, inst, name, schedule, app.conf.task_publish_retry if retry is None else retry,
+                   built.retry_policy)
     if outcome is not None:
         outcome.append(result)
     if not result.created:  # already pending (same id or key): nothing was sent
@@ -202,6 +197,21 @@ def store_message(app: Any, inst: Installation, name: str, message: Any, due_ms:
             evd.publish("task-sent", sent_event, producer, retry=options.get("retry"),
                         retry_policy=built.retry_policy)
     return result
+
+
+def write(app: Any, inst: Installation, name: str, schedule: Callable[[], ScheduleResult], retry: Any,
+          policy: dict[str, Any]) -> ScheduleResult:
+    """``schedule()``, retried under ``policy`` when ``retry`` is true; a Redis error that stays
+    is raised as :class:`~..errors.StoreUnavailable`."""
+    try:
+        if retry:
+            return _with_policy(schedule, policy)
+        return schedule()
+    except redis.RedisError as exc:
+        # Named as ours: inside send_task, Kombu would re-raise a Redis error as a broker error.
+        raise StoreUnavailable(
+            f"cannot store task {name!r} in the zset store at {mask_url(str(inst.settings.url))}: {exc}"
+        ) from exc
 
 
 # What may pass once Redis answers again; a refused command (NOSCRIPT, OOM, ...) is not retried.

@@ -68,6 +68,7 @@ class Installation:
         self._store: Store | None = None
         self._dead_letters: DeadLetters | None = None
         self.per_thread = threading.local()  # what a thread keeps for this app (timed.idle_producer)
+        self.lane: Any = None  # the send_task wrapper's lane (.lane), made on the first timed send
 
     @property
     def settings(self) -> Settings:

@@ -20,9 +20,10 @@ A retry of a task that reached its worker through native delayed delivery carrie
 exchange (``celery_delayed_delivery``) and delay-prefixed routing key: the wrapper gives the retry
 its queue's own routing back, so the stored retry is published straight to its queue when due.
 
-A call the store takes is given a producer of its own (:func:`idle_producer`, unless the caller
-gave one or a connection, or the result backend uses it), so that Celery does not acquire one from
-the broker pool for a call that never publishes.
+A call the store takes goes on through the lane (:mod:`.lane`: calls of a shape seen before are
+stored without Celery's ``send_task``, the others go through it). It is given a producer of its
+own (:func:`idle_producer`, unless the caller gave one or a connection, or the result backend uses
+it), so that Celery does not acquire one from the broker pool for a call that never publishes.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from celery.backends.redis import RedisBackend
 from celery.utils.time import add_seconds_to_datetime, maybe_make_aware
 
 from ..model import headers as names
-from ..model.times import eta_ms
+from .lane import Lane
 from .sender import stores
 from .state import Installation, installation_for
 
@@ -57,14 +58,17 @@ def wrap_send_task(app: Any, original: Callable[..., Any]) -> Callable[..., Any]
         inst = installation_for(app)
         if inst is None or app.conf.task_protocol == 1:  # protocol 1 is refused by the sender
             return original(name, args, kwargs, countdown, eta, **options)
-        header = eta_header(app, countdown, eta)
-        if not stores(inst, options.get("retries"), eta_ms(header)):
+        lane = inst.lane
+        if lane is None:
+            lane = inst.lane = Lane(app, inst, original)
+        header, due_ms, eta_us = lane.due(countdown, eta, lambda c, e: eta_header(app, c, e))
+        if not stores(inst, options.get("retries"), due_ms):
             return original(name, args, kwargs, countdown, eta, **options)
         undelayed(options)
         options[names.DUE_OPTION] = header
         if options.get("producer") is None and options.get("connection") is None and _producer_unused(app):
             options["producer"] = idle_producer(inst)
-        return original(name, args, kwargs, None, None, **options)
+        return lane.send(name, args, kwargs, header, due_ms, eta_us, options)
 
     send_task.__wrapped__ = original  # type: ignore[attr-defined]
     return send_task

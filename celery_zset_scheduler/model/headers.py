@@ -37,8 +37,11 @@ OUTCOME_OPTION = "zset_outcome"
 #: then sends the task without countdown/eta (so Celery routes it as an immediate task and applies
 #: no native delayed delivery); the sender writes it into the message and stores it.
 DUE_OPTION = "zset_due"
+#: A callable the sender gives the routing and encoding of the message it stores (the lane keeps
+#: them as the template of the calls of the same shape, :mod:`..celery.lane`).
+CAPTURE_OPTION = "zset_capture"
 #: Every option above: removed before a message goes to the broker's own sender.
-OPTIONS = (IDEMPOTENCY_KEY_OPTION, REPLACE_OPTION, TEMPLATE_OPTION, OUTCOME_OPTION, DUE_OPTION)
+OPTIONS = (IDEMPOTENCY_KEY_OPTION, REPLACE_OPTION, TEMPLATE_OPTION, OUTCOME_OPTION, DUE_OPTION, CAPTURE_OPTION)
 
 #: Properties a transport adds on delivery; not part of the message as it was sent.
 TRANSPORT_PROPERTIES = ("delivery_info", "delivery_tag", "body_encoding")
