@@ -18,10 +18,10 @@ Anything else goes the full way: options outside a known set (``link``, ``link_e
 an idempotency key...), a serializer other than Kombu's JSON or a compression, ``send_task`` by
 name, classes of Celery's that the app overrides (``send_task``, ``as_task_v2``, the task sender,
 ``now``), ``task_routes`` other than mappings, a ``before_task_publish`` receiver (it may change
-the message), ``task_send_sent_event``, ``task_inherit_parent_priority`` inside a task, a result
-backend that uses the producer, arguments that are not a list/tuple and a dict, or that JSON
-cannot encode (Celery's path then raises its own error). The settings Celery and the sender read on
-every call are read on every call here too: a change applies at once.
+the message) or a ``task_sent`` one, ``task_send_sent_event``, ``task_inherit_parent_priority``
+inside a task, a result backend that uses the producer, arguments that are not a list/tuple and a
+dict, or that JSON cannot encode (Celery's path then raises its own error). The settings Celery
+and the sender read on every call are read on every call here too: a change applies at once.
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ class Lane:
     def _take(self, shape: Shape, name: str, args: Any, kwargs: Any, header: str, due_ms: int,
               eta_us: int | None, opts: dict[str, Any], task_id: Any, producer: Any) -> Any:
         app = self.app
-        if producer is None or signals.before_task_publish.receivers or tuple(map(type, opts.values())) != shape.types:
+        if (producer is None or signals.before_task_publish.receivers or signals.task_sent.receivers
+                or tuple(map(type, opts.values())) != shape.types):
             return _NOT_TAKEN
         parent = app.current_worker_task
         if parent is not None and shape.settings[-1]:  # task_inherit_parent_priority
@@ -170,7 +171,7 @@ class Lane:
         parent_ids = _parent_ids(parent)
         try:
             payload = self.payload(shape, task_id, args, kwargs, header, eta_us, parent_ids)
-        except (TypeError, ValueError):  # not JSON-serializable: Celery's path raises its own error
+        except Exception:  # e.g. not JSON-serializable: Celery's path raises its own error
             return _NOT_TAKEN
         if payload is None:
             return _NOT_TAKEN

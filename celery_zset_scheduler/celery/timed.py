@@ -56,11 +56,14 @@ def wrap_send_task(app: Any, original: Callable[..., Any]) -> Callable[..., Any]
         if rest or not (countdown or eta) or names.DUE_OPTION in options:
             return original(name, args, kwargs, countdown, eta, *rest, **options)
         inst = installation_for(app)
-        if inst is None or app.conf.task_protocol == 1:  # protocol 1 is refused by the sender
+        if inst is None:
             return original(name, args, kwargs, countdown, eta, **options)
         lane = inst.lane
         if lane is None:
             lane = inst.lane = Lane(app, inst, original)
+        # Protocol 1 is refused by the sender; a usable lane means Celery builds protocol 2 messages.
+        if not lane.usable and app.conf.task_protocol == 1:
+            return original(name, args, kwargs, countdown, eta, **options)
         header, due_ms, eta_us = lane.due(countdown, eta, lambda c, e: eta_header(app, c, e))
         if not stores(inst, options.get("retries"), due_ms):
             return original(name, args, kwargs, countdown, eta, **options)
