@@ -99,8 +99,15 @@ class Shape:
     maxsize: tuple[int, int]  # argsrepr and kwargsrepr
 
 
-#: A shape that always goes the full way (cached too, so that deciding it costs nothing next time).
-FULL = object()
+@dataclass(frozen=True)
+class Full:
+    """A shape that goes the full way (cached too, so that deciding it costs little next time):
+    while the settings are these, or for good (None)."""
+
+    settings: tuple[Any, ...] | None
+
+
+FULL = Full(None)
 
 
 class Lane:
@@ -144,7 +151,9 @@ class Lane:
             return self.original(name, args, kwargs, None, None, **options)
         if shape is None:
             return self._first(shapes, key, name, args, kwargs, options, opts)
-        if shape is FULL:
+        if type(shape) is Full:
+            if shape.settings is not None and shape.settings != self._read_settings():
+                return self._first(shapes, key, name, args, kwargs, options, opts)
             return self.original(name, args, kwargs, None, None, **options)
         assert isinstance(shape, Shape)
         if not self._current(shape):  # a setting changed, or another thread id or process: learn it again
@@ -252,7 +261,7 @@ class Lane:
             shape = self._shape(built, opts, settings, installed)
             if shape is not None and self._check(shape, built.message, args, kwargs, raw) is False:
                 shape = None
-        self._keep(shapes, key, shape or FULL)
+        self._keep(shapes, key, shape or Full(settings))
         return result
 
     @staticmethod

@@ -298,6 +298,8 @@ def test_what_else_goes_celerys_way(apps: AppFactory) -> None:
     sent = [record.apply_async(countdown=600) for _ in range(3)]
     assert taken(app) == before + 1
     assert all(message(app, r.id).task_name == "t.record" for r in sent)
+    app.conf.task_send_sent_event = False  # the shape is learnt again, then taken
+    assert_same_entries(app, *three_ways(app, lambda: record.apply_async(eta=ETA)))
 
 
 def test_an_app_overriding_send_task_keeps_celerys_way(apps: AppFactory) -> None:
