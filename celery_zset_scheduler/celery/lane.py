@@ -243,8 +243,7 @@ class Lane:
         """The full path, keeping its stored form as the shape's template when it can be one."""
         if signals.before_task_publish.receivers:  # they may change the message: not a template
             return self.original(name, args, kwargs, None, None, **options)
-        if not _may_be_shape(opts):
-            self._keep(shapes, key, FULL)
+        if not _may_be_shape(opts):  # not kept: such options (a retry's) often differ on every call
             return self.original(name, args, kwargs, None, None, **options)
         settings = self._read_settings()
         if settings != tuple(self.app.conf.get(setting) for setting in SETTINGS):  # one it cannot read
