@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..errors import ZSetSchedulerError
 from ..model.clock import RedisClock
@@ -58,10 +58,10 @@ class Outgoing:
         return self.message.task_id
 
 
-@dataclass(frozen=True)
-class Built:
+class Built(NamedTuple):
     """An envelope the store's claim script built (``store/built.py``), for one broker list
-    (``key``: without the client's ``global_keyprefix``), and the shard whose lease covers it."""
+    (``key``: without the client's ``global_keyprefix``), and the shard whose lease covers it (a
+    named tuple: one is made per entry)."""
 
     task_id: str
     shard: int

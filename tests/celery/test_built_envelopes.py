@@ -175,3 +175,30 @@ def test_a_built_envelope_runs_on_a_real_worker(apps: AppFactory) -> None:
     apps.worker(ours)
     assert result.get(timeout=30) == "ran"
     assert handoff.prebuilt == 1
+
+
+def test_a_broker_outage_releases_the_built_batch_and_resumes(apps: AppFactory,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    from celery_zset_scheduler.testing import RedisServer
+
+    broker_server = RedisServer(appendonly=True).start()  # AOF with fsync always: kill -9 keeps the lists
+    try:
+        ours = apps(broker_url=broker_server.url, task_queues=QUEUES)
+        ids = [ours.tasks["t.record"].apply_async(kwargs={"tag": i}, countdown=0.3 + 3.0 * i / 100).id
+               for i in range(100)]
+        caplog.set_level("INFO")
+        handoff = handoff_of(apps, ours)
+        broker = broker_server.client()
+        wait_for(lambda: broker.llen("celery") >= 5, what="publishing to start")
+        broker_server.stop(kill=True)
+        time.sleep(1.5)
+        broker_server.start()
+        broker = broker_server.client()
+        wait_for(lambda: {json.loads(m)["headers"]["id"] for m in broker.lrange("celery", 0, -1)} == set(ids),
+                 timeout=30, what="every task in the queue after the outage")
+        assert "outage.started" in caplog.text and "outage.ended" in caplog.text
+        assert handoff.prebuilt > len(ids)  # what was claimed during the outage went back and came again
+        time.sleep(0.5)
+        assert all(celery_zset_scheduler.lookup(ours, i) is None for i in ids)  # acked once published
+    finally:
+        broker_server.close()

@@ -83,15 +83,18 @@ def publish(producer: Any, batch: Sequence[Outgoing | Built], guard: Guard, same
         templates.follow(_setup(producer, channel))
     else:
         templates = None
-    tags = delivery_tags(len(batch)) if templates is not None else []
+    # Built envelopes have their tag: one for each message only.
+    tags = delivery_tags(sum(1 for o in batch if not isinstance(o, Built))) if templates is not None else []
+    tagged = 0
     lists: dict[tuple[str, int], str] = {}
     for i, item in enumerate(batch):
         if isinstance(item, Built):
             built.append((i, item.shard, item.envelope, [item.key]))
             continue
+        tagged += 1
         try:
             level, payload, targets = _build(producer, channel, item.message, routes, templates,
-                                             tags[i] if tags else "")
+                                             tags[tagged - 1] if tags else "")
         except (ConnectionError, OSError, redis.RedisError):  # reading bindings: the broker, not the message
             raise
         except Exception as exc:

@@ -42,7 +42,8 @@ local any_revoked = any_live_revokes(revoked, now)
 if #items > 0 then
   local found = {}
   for i = 1, #items, 2 do found[#found + 1] = items[i] end
-  call_sliced('ZREM', due, found)
+  -- The first #found by rank are exactly what the range returned: no id to pass back to Redis.
+  redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
   local messages = call_sliced('HMGET', msg, found)
   local leases = {}
   local keyed = redis.call('HLEN', id_keys) > 0
