@@ -112,7 +112,7 @@ def publish(producer: Any, batch: Sequence[Outgoing | Built], guard: Guard, same
     revoked: set[int] = set()
     with channel.conn_or_acquire() as client:
         if not same_redis:  # the lease is checked by the dispatcher's clock, right before the write
-            lapsed_shards = {shard for _, shard, _, _ in built if not guard.still_ours(shard)}
+            lapsed_shards = {shard for shard in {s for _, s, _, _ in built} if not guard.still_ours(shard)}
             candidates = [i for i, shard, _, _ in built if shard not in lapsed_shards]
             revoked = {candidates[n] for n in guard.revoked([batch[i] for i in candidates])}
             commands = _commands(channel, built, queues, lapsed_shards, revoked)
