@@ -55,13 +55,25 @@ class BuiltHandOff(GenericHandOff):
             wake_ttl_ms=int((config.max_interval + config.lock_timeout) * 1000), ack=self._to_ack,
         )
 
-    def _built_item(self, entry: Claimed, fence: Fence, claimed_at: float) -> Item:
+    def _decode(self, entries: list[tuple[Claimed, Fence]], claimed_at: float) -> list[Item]:
+        """The built entries as they are (not decoded: their envelope is ready), the rest decoded."""
         table = self._table
-        if table is None or not 0 < entry.built_for <= len(table.lists):
-            raise ZSetSchedulerError(f"claim_built named list {entry.built_for}, not in the table it was given")
-        key = table.lists[entry.built_for - 1]
-        self.prebuilt += 1
-        return Item(entry, None, fence, claimed_at, Built(entry.task_id, entry.shard, entry.payload, key))
+        if table is None:
+            return super()._decode(entries, claimed_at)
+        lists = table.lists
+        items: list[Item] = []
+        stored: list[tuple[Claimed, Fence]] = []
+        for entry, fence in entries:
+            number = entry.built_for
+            if not number:
+                stored.append((entry, fence))
+            elif 0 < number <= len(lists):
+                built = Built(entry.task_id, entry.shard, entry.payload, lists[number - 1])
+                items.append(Item(entry, None, fence, claimed_at, built))
+            else:
+                raise ZSetSchedulerError(f"claim_built named list {number}, not in the table it was given")
+        self.prebuilt += len(items)
+        return items + super()._decode(stored, claimed_at) if stored else items
 
     def _hand_over(self, ready: list[Item]) -> BaseException | None:
         if self.lane is None or all(i.built is None for i in ready):

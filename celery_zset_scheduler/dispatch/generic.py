@@ -25,6 +25,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 import redis
@@ -37,6 +38,8 @@ from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
 from ..store.revokes import revoked_since
 from .handoff import Built, Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
 
+#: An item's hand-off order (its entry's ``order``), read in C: the sort's key for every entry.
+_HAND_OFF_ORDER = attrgetter("entry.due_ms", "entry.arrival")
 #: Why a worker would discard a message (None: it would run it); the Celery layer provides it.
 Check = Callable[[StoredMessage], "str | None"]
 #: Told the ids dropped because they were revoked (the Celery layer marks their results revoked).
@@ -135,7 +138,7 @@ class GenericHandOff:
         # these claims read (a slow round trip): what is due at or after its earliest entry waits.
         cutoffs += [(due_ms - 1, shard) for shard, due_ms in (waiting or {}).items()]
         items = self._held + self._check(self._decode(claimed, passed.answered_at))
-        items.sort(key=lambda i: i.entry.order)  # due order; ties in the order they reached the store
+        items.sort(key=_HAND_OFF_ORDER)  # due order; ties in the order they reached the store
         cutoff = min(cutoffs)[0] if cutoffs else 2 ** 62
         ready = [i for i in items if i.entry.due_ms <= cutoff]
         self._held = [i for i in items if i.entry.due_ms > cutoff]
@@ -232,9 +235,6 @@ class GenericHandOff:
         items: list[Item] = []
         poison: list[tuple[Claimed, PoisonMessage]] = []
         for entry, fence in entries:
-            if entry.built_for:
-                items.append(self._built_item(entry, fence, claimed_at))
-                continue
             try:
                 items.append(Item(entry, decode(entry.task_id, entry.payload), fence, claimed_at))
             except PoisonMessage as exc:
@@ -243,9 +243,6 @@ class GenericHandOff:
             letter = DeadLetter.for_poison(entry.task_id, entry.payload, error, entry.shard)
             self._dead_letter(entry, letter, "poison", str(error))
         return items
-
-    def _built_item(self, entry: Claimed, fence: Fence, claimed_at: float) -> Item:
-        raise NotImplementedError("only a hand-off that claims with claim_built gets built entries")
 
     def _check(self, items: list[Item]) -> list[Item]:
         """Keep what a worker would run; dead-letter what it would discard, with the reason."""
