@@ -19,20 +19,15 @@ from ..errors import ZSetSchedulerError
 from ..store.built import BuiltTable, claim_built_many
 from ..store.claims import Claimed, ClaimPass, Fence
 from .generic import Check, GenericHandOff, Item, Revoked
-from .handoff import Built, BuiltPublisher, Env, HandOffFactory, Outgoing, Publisher
+from .handoff import Built, BuiltPublisher, Env, Outgoing, Publisher
 
 #: The table to build envelopes for, or None for the plain generic claim this pass (the broker is
 #: not Kombu's Redis transport, or could not be reached). The Celery layer builds it from Kombu.
 TableSource = Callable[[], "BuiltTable | None"]
 
 
-def built(publisher: BuiltPublisher, tables: TableSource, check: Check | None = None,
-          revoked: Revoked | None = None) -> HandOffFactory:
-    """The factory a dispatcher calls with its environment."""
-    return lambda env: BuiltHandOff(env, publisher, (publisher, tables), check, revoked)
-
-
-#: The publisher of built envelopes and the source of tables (None: the plain generic claim).
+#: The publisher of built envelopes and the source of tables; the fast path's hand-off takes one
+#: (:func:`.fastpath.fast`), as its fallback when the broker is not the store's database.
 Lane = tuple[BuiltPublisher, TableSource]
 
 
