@@ -265,7 +265,11 @@ class Settings:
         "auto", _fast_path,
         "`'auto'`: when the broker is the store's own standalone Redis server and database, one Lua "
         "script moves due tasks straight into Kombu's queue lists (never a duplicate, several times the rate); "
-        "what it cannot route or rebuild exactly takes the generic path. `False`: always the generic path.",
+        "what it cannot route or rebuild exactly takes the generic path. When the broker is a Redis elsewhere "
+        "(another database or server, or a Redis Cluster store), the generic path's claim script builds the "
+        "envelopes with the same Lua builder and the dispatcher only forwards them (the generic path's "
+        "guarantees; more CPU in the store's Redis, less in the dispatcher: docs/benchmarks.md). "
+        "`False`: always the generic path, all of it in Python.",
     )
     metrics_port: int | None = _opt(
         None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."

@@ -25,6 +25,7 @@ from .periodic_config import preparer
 from .periodic_entries import config_entries
 from .periodic_planner import CeleryPlanner
 from .publishers.amqp_confirms import ConfirmPublisher
+from .publishers.built_routes import BuiltRoutes
 from .publishers.fast_routes import FastRoutes
 from .publishers.kombu import KombuPublisher
 from .revokes import mark_revoked
@@ -69,7 +70,9 @@ def build_dispatcher(
     if isinstance(publisher, ConfirmPublisher):  # its confirms come in while the next batch is claimed
         handoff = pipelined(publisher, check=check, revoked=revoked)
     elif s.fast_path == "auto":
-        handoff = fast(publisher, FastRoutes(app, inst.store.client, check.allowed), check=check, revoked=revoked)
+        lane = (publisher, BuiltRoutes(app, check.allowed)) if isinstance(publisher, KombuPublisher) else None
+        handoff = fast(publisher, FastRoutes(app, inst.store.client, check.allowed), check=check, revoked=revoked,
+                       lane=lane)
     else:
         handoff = generic(publisher, check=check, revoked=revoked)
     dispatcher = Dispatcher(

@@ -9,7 +9,8 @@ lapsed lease could leave an entry in both places or in neither (I2: no duplicate
 Entries the script cannot rebuild exactly (see its header: ``expires``, compression, a fanout or
 unknown exchange, a queue the route table does not name...) come back claimed, as from the claim
 script, and take the generic path of :class:`~.generic.GenericHandOff` in the same pass: decode,
-check, publish, ack. This class is that generic hand-off with the claim step replaced.
+check, publish, ack. This class is that generic hand-off with the claim step replaced (and, when the broker is a
+Redis elsewhere, :mod:`.built`'s claim).
 
 Order: each shard's entries go in due order; entries of different shards taken in one pass go
 shard after shard (a pass covers a few milliseconds while the dispatcher keeps up).
@@ -22,7 +23,8 @@ from collections.abc import Callable, Sequence
 
 from ..store.claims import Claimed, Fence
 from ..store.fastpath import FastResult, Routes, fast_push_many
-from .generic import Check, GenericHandOff, Revoked
+from .built import BuiltHandOff, Lane
+from .generic import Check, Revoked
 from .handoff import Env, HandOffFactory, Pass, Publisher, ShardPass
 
 #: The route table to push with, or None to take the generic path for this pass (the broker is
@@ -31,15 +33,16 @@ RouteSource = Callable[[], "Routes | None"]
 
 
 def fast(publisher: Publisher, routes: RouteSource, check: Check | None = None,
-         revoked: Revoked | None = None) -> HandOffFactory:
-    """The factory a dispatcher calls with its environment."""
-    return lambda env: FastHandOff(env, publisher, routes, check, revoked)
+         revoked: Revoked | None = None, lane: Lane | None = None) -> HandOffFactory:
+    """The factory a dispatcher calls with its environment; ``lane``: envelopes built by the
+    claim (:mod:`.built`) when the broker is a Redis elsewhere, else the plain generic claim."""
+    return lambda env: FastHandOff(env, publisher, routes, check, revoked, lane)
 
 
-class FastHandOff(GenericHandOff):
+class FastHandOff(BuiltHandOff):
     def __init__(self, env: Env, publisher: Publisher, routes: RouteSource, check: Check | None = None,
-                 revoked: Revoked | None = None) -> None:
-        super().__init__(env, publisher, check, revoked)
+                 revoked: Revoked | None = None, lane: Lane | None = None) -> None:
+        super().__init__(env, publisher, lane, check, revoked)
         self.routes = routes
         self.pushed = 0  # entries the script moved into the queue lists
         self.left = 0  # entries it left to the generic path

@@ -25,6 +25,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 import redis
@@ -33,10 +34,12 @@ from ..errors import PoisonMessage
 from ..model.codec import StoredMessage, decode
 from ..model.letters import DeadLetter
 from ..model.logs import describe, log_event
-from ..store.claims import Claimed, ClaimResult, Fence
+from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
 from ..store.revokes import revoked_since
-from .handoff import Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
+from .handoff import Built, Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
 
+#: An item's hand-off order (its entry's ``order``), read in C: the sort's key for every entry.
+_HAND_OFF_ORDER = attrgetter("entry.due_ms", "entry.arrival")
 #: Why a worker would discard a message (None: it would run it); the Celery layer provides it.
 Check = Callable[[StoredMessage], "str | None"]
 #: Told the ids dropped because they were revoked (the Celery layer marks their results revoked).
@@ -44,17 +47,27 @@ Revoked = Callable[[list[str]], None]
 
 
 class Item(NamedTuple):
-    """A claimed entry that decoded, with its message and the claim it came from."""
+    """A claimed entry that decoded, with its message and the claim it came from; or one whose
+    envelope the claim script built (``built``; ``message`` None: it was not decoded)."""
 
     entry: Claimed
-    message: StoredMessage
+    message: StoredMessage | None
     fence: Fence
     claimed_at: float  # monotonic time the claim's reply arrived
+    built: Built | None = None
 
 
 def generic(publisher: Publisher, check: Check | None = None, revoked: Revoked | None = None) -> HandOffFactory:
     """The factory a dispatcher calls with its environment."""
     return lambda env: GenericHandOff(env, publisher, check, revoked)
+
+
+def outgoing(items: Sequence[Item]) -> list[Outgoing]:
+    """The messages of decoded items (a built envelope is its own hand-off's: :mod:`.built`)."""
+    batch = [Outgoing(i.message, i.entry.shard) for i in items if i.message is not None]
+    if len(batch) != len(items):
+        raise TypeError("built envelopes are published by the hand-off that claimed them")
+    return batch
 
 
 class LeaseGuard:
@@ -80,13 +93,13 @@ class LeaseGuard:
     def store_client(self) -> object:
         return self._env.claims.store.client
 
-    def revoked(self, batch: Sequence[Outgoing]) -> frozenset[int]:
+    def revoked(self, batch: Sequence[Outgoing | Built]) -> frozenset[int]:
         by_shard: dict[int, list[str]] = defaultdict(list)
         for o in batch:
-            by_shard[o.shard].append(o.message.task_id)
+            by_shard[o.shard].append(o.task_id)
         claimed = {s: (self._gens.get(s, -1), ids) for s, ids in by_shard.items()}
         found = revoked_since(self._env.claims.store.client, self._env.claims.keys, claimed)
-        return frozenset(i for i, o in enumerate(batch) if (o.shard, o.message.task_id) in found)
+        return frozenset(i for i, o in enumerate(batch) if (o.shard, o.task_id) in found)
 
     def revoke_key(self, shard: int) -> str:
         return self._env.claims.keys.shard(shard).revoked_gen
@@ -125,7 +138,7 @@ class GenericHandOff:
         # these claims read (a slow round trip): what is due at or after its earliest entry waits.
         cutoffs += [(due_ms - 1, shard) for shard, due_ms in (waiting or {}).items()]
         items = self._held + self._check(self._decode(claimed, passed.answered_at))
-        items.sort(key=lambda i: i.entry.order)  # due order; ties in the order they reached the store
+        items.sort(key=_HAND_OFF_ORDER)  # due order; ties in the order they reached the store
         cutoff = min(cutoffs)[0] if cutoffs else 2 ** 62
         ready = [i for i in items if i.entry.due_ms <= cutoff]
         self._held = [i for i in items if i.entry.due_ms > cutoff]
@@ -144,7 +157,7 @@ class GenericHandOff:
         if not ready:
             return None
         started = time.monotonic()
-        report = self.publisher.publish([Outgoing(i.message, i.entry.shard) for i in ready], self._guard(ready))
+        report = self.publisher.publish(outgoing(ready), self._guard(ready))
         self._settle_report(ready, report, started)
         return report.error
 
@@ -174,14 +187,8 @@ class GenericHandOff:
         """One round trip: the held-back acks, then a claim on every shard. Returns the pass, the
         claimed entries and, per shard claimed, ``(covered, shard)``: the latest due time that
         claim took everything up to (the pass may publish up to the smallest of them)."""
-        config = self.env.config
         sent_at = time.monotonic()
-        claimed = self.env.claims.claim_many(
-            fences, config.batch_size, int(config.inflight_timeout * 1000),
-            max_wait_ms=int(config.max_interval * 1000),
-            wake_ttl_ms=int((config.max_interval + config.lock_timeout) * 1000),
-            ack=self._to_ack,
-        )
+        claimed = self._claim_round(fences)
         self._to_ack = list(claimed.unacked)  # acks that failed go again with the next claim
         answered_at = time.monotonic()
         shards: dict[int, ShardPass] = {}
@@ -204,6 +211,16 @@ class GenericHandOff:
             entries += [(e, fence) for e in result.entries]
             cutoffs.append((self._covered(result), fence.shard))
         return Pass(shards, sent_at, answered_at), entries, cutoffs
+
+    def _claim_round(self, fences: Sequence[Fence]) -> ClaimPass:
+        """The acks held back and a claim on every shard, in one round trip."""
+        config = self.env.config
+        return self.env.claims.claim_many(
+            fences, config.batch_size, int(config.inflight_timeout * 1000),
+            max_wait_ms=int(config.max_interval * 1000),
+            wake_ttl_ms=int((config.max_interval + config.lock_timeout) * 1000),
+            ack=self._to_ack,
+        )
 
     def _covered(self, result: ClaimResult) -> int:
         """The latest due time this claim took everything up to: its Redis time, or, for a full
@@ -233,6 +250,9 @@ class GenericHandOff:
             return items
         kept: list[Item] = []
         for item in items:
+            if item.message is None:  # built by the claim script, which runs the worker's checks
+                kept.append(item)
+                continue
             problem = self.check(item.message)
             if problem is None:
                 kept.append(item)
@@ -331,6 +351,8 @@ class GenericHandOff:
         if it went back to ``due``: it goes to the dead-letter store, and the shard goes on."""
         now = int(time.time() * 1000)
         for item, exc in refused:
+            if item.message is None:  # a built envelope is never refused alone: the write fails whole
+                continue
             letter = DeadLetter.for_message(
                 item.message, "unpublishable", exc_type=type(exc).__name__, exc_message=str(exc),
                 first_failure_ms=now, last_failure_ms=now, worker="dispatcher",

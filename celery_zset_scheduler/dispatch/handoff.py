@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..errors import ZSetSchedulerError
 from ..model.clock import RedisClock
@@ -53,6 +53,21 @@ class Outgoing:
     message: StoredMessage
     shard: int
 
+    @property
+    def task_id(self) -> str:
+        return self.message.task_id
+
+
+class Built(NamedTuple):
+    """An envelope the store's claim script built (``store/built.py``), for one broker list
+    (``key``: without the client's ``global_keyprefix``), and the shard whose lease covers it (a
+    named tuple: one is made per entry)."""
+
+    task_id: str
+    shard: int
+    envelope: bytes
+    key: str
+
 
 class Guard(Protocol):
     """What a publisher checks at the moment of hand-off, so that a dispatcher paused past its lease
@@ -76,7 +91,7 @@ class Guard(Protocol):
         """The store's client (to tell whether the broker is the same server and database)."""
         ...
 
-    def revoked(self, batch: Sequence[Outgoing]) -> frozenset[int]:
+    def revoked(self, batch: Sequence[Outgoing | Built]) -> frozenset[int]:
         """The indexes of ``batch`` revoked since their claim, read from the store right now (I10)."""
         ...
 
@@ -93,6 +108,15 @@ class Publisher(Protocol):
     call and, where the broker allows, inside the transaction that writes the messages."""
 
     def publish(self, batch: Sequence[Outgoing], guard: Guard) -> PublishReport: ...
+
+
+class BuiltPublisher(Publisher, Protocol):
+    """A publisher that also forwards envelopes the store built (:class:`Built`), in the same
+    order and with the same checks as :meth:`publish`."""
+
+    def publish_built(self, batch: Sequence[Outgoing | Built], guard: Guard) -> PublishReport | None:
+        """None when the batch's messages cannot share the envelopes' write (nothing was done)."""
+        ...
 
 
 class InFlight(Protocol):

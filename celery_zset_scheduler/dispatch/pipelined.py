@@ -26,8 +26,8 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ..store.claims import Fence
-from .generic import Check, GenericHandOff, Item, Revoked
-from .handoff import Env, HandOffFactory, InFlight, Outgoing, Pass, PipelinedPublisher
+from .generic import Check, GenericHandOff, Item, Revoked, outgoing
+from .handoff import Env, HandOffFactory, InFlight, Pass, PipelinedPublisher
 
 
 def pipelined(publisher: PipelinedPublisher, check: Check | None = None,
@@ -61,7 +61,7 @@ class PipelinedHandOff(GenericHandOff):
             ready = self._keep_fresh(ready)
             if ready:
                 started = time.monotonic()
-                batch = self.pipelined.begin([Outgoing(i.message, i.entry.shard) for i in ready], self._guard(ready))
+                batch = self.pipelined.begin(outgoing(ready), self._guard(ready))
                 self._in_flight = (ready, batch, started)
                 if batch.settled():  # failed while writing (or all confirmed already): settle it now
                     error = self._finish()

@@ -50,6 +50,9 @@ class Claimed(NamedTuple):
     #: the member as read (model/ids.py): ack and release act on it, not on the id packed again,
     #: so an entry an older version wrote (its UUID as text) is acked as it is stored
     stored_as: bytes | str = ""
+    #: not 0: ``payload`` is the envelope the claim script built, for the broker list of this
+    #: number in the caller's table (store/built.py); 0: ``payload`` is the stored message
+    built_for: int = 0
 
     @property
     def member(self) -> bytes | str:
@@ -87,24 +90,31 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
     whichever is first; the script records that instant in the shard's wake key."""
 
     def parse(reply: Any) -> ClaimResult:
-        if int(reply[0]) == 0:
-            return ClaimResult(True, 0, None, [])
-        _, now, nxt, ids, scores, payloads, deadline, orphans, revoked, gen = reply
-        entries = []
-        shard, lease, generation = fence.shard, int(deadline), int(gen)
-        expand = shared.expand if shared is not None else None
-        for i, s, value in zip(ids, scores, payloads, strict=True):
-            arrival, payload = split(value)
-            if expand is not None and payload[:1] == b"\x02":  # refers to a shared prefix: put it back
-                payload = expand(payload) or payload
-            entries.append(Claimed(task_id_of(i), int(s) if s.isdigit() else int(float(s)), payload, shard, lease,
-                                   arrival, generation, i))
-        next_due = int(float(nxt))
-        return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
-                           [task_id_of(o) for o in orphans], [task_id_of(r) for r in revoked], int(gen))
+        return parse_claim(reply, fence.shard, shared)
 
     args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms]
     return CLAIM.call(keys.shard(fence.shard), args, parse)
+
+
+def parse_claim(reply: Any, shard: int, shared: Shared | None) -> ClaimResult:
+    """A claim script's reply; an 11th element (claim_built's) numbers the entries built."""
+    if int(reply[0]) == 0:
+        return ClaimResult(True, 0, None, [])
+    _, now, nxt, ids, scores, payloads, deadline, orphans, revoked, gen = reply[:10]
+    built = reply[10] if len(reply) > 10 else None
+    entries = []
+    lease, generation = int(deadline), int(gen)
+    expand = shared.expand if shared is not None else None
+    for n, (i, s, value) in enumerate(zip(ids, scores, payloads, strict=True)):
+        arrival, payload = split(value)
+        target = built[n] if built is not None else 0
+        if target == 0 and expand is not None and payload[:1] == b"\x02":  # a shared prefix: put it back
+            payload = expand(payload) or payload
+        entries.append(Claimed(task_id_of(i), int(s) if s.isdigit() else int(float(s)), payload, shard, lease,
+                               arrival, generation, i, target))
+    next_due = int(float(nxt))
+    return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
+                       [task_id_of(o) for o in orphans], [task_id_of(r) for r in revoked], generation)
 
 
 def ack_call(keys: KeySpace, shard: int, entries: Sequence[Claimed]) -> Call[int]:
@@ -191,14 +201,15 @@ def expand_claimed(shared: Shared, results: dict[int, Any]) -> None:
     parsing (one more round trip, only for prefixes this process has not read yet): each
     :class:`ClaimResult` of ``results`` holding such a value is replaced by an expanded one."""
     wanted = [(e.shard, e.payload) for r in results.values() if isinstance(r, ClaimResult)
-              for e in r.entries if e.payload[:1] == b"\x02"]
+              for e in r.entries if e.payload[:1] == b"\x02" and not e.built_for]
     if not wanted:
         return
     shared.load(wanted)
     for shard, result in list(results.items()):
-        if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" for e in result.entries):
-            entries = [e if e.payload[:1] != b"\x02" else e._replace(payload=shared.expand(e.payload) or e.payload)
-                       for e in result.entries]
+        if isinstance(result, ClaimResult) and any(e.payload[:1] == b"\x02" and not e.built_for
+                                                   for e in result.entries):
+            entries = [e if e.payload[:1] != b"\x02" or e.built_for
+                       else e._replace(payload=shared.expand(e.payload) or e.payload) for e in result.entries]
             results[shard] = replace(result, entries=entries)
 
 

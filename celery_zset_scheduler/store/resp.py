@@ -153,6 +153,12 @@ class _Reader:
                         raise _Incomplete
                     append(buf[nl + 2:end])
                     pos = end + 2
+                elif pos < len(buf) and buf[pos] == 58:  # an integer, inline (claim_built's list numbers)
+                    nl = buf.find(b"\r\n", pos)
+                    if nl < 0:
+                        raise _Incomplete
+                    append(int(buf[pos + 1:nl]))
+                    pos = nl + 2
                 else:
                     value, pos = self._parse(buf, pos)
                     append(value)

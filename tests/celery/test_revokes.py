@@ -168,6 +168,8 @@ def test_a_revoked_in_flight_entry_is_not_published(
     stale.wait_for_output(r"PAUSED ")
     batch = paused_batch(stale.output)
     assert sorted(batch) == sorted(ids)
+    if point == "handing" and url is None:  # a Redis broker elsewhere: the claim script built them
+        assert re.search(r"BUILT 10\b", stale.output), stale.output[-2000:]
     doomed, kept = batch[::2], batch[1::2]
     assert celery_zset_scheduler.cancel(app, doomed[0]) == {doomed[0]: "inflight"}  # too late to cancel
     app.control.revoke(doomed)

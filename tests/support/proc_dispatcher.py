@@ -6,7 +6,8 @@
     python -m tests.support.proc_dispatcher before_push  # fast path: right before the script runs
     python -m tests.support.proc_dispatcher after_push   # fast path: the script ran, its reply unread
 
-It prints ``PAUSED <point> <json ids of the batch in hand>`` first, so the test knows the batch,
+It prints ``PAUSED <point> <json ids of the batch in hand>`` first, so the test knows the batch
+(and, at a publish, ``BUILT <n>``: how many of its envelopes the claim script built),
 then kills it (-9) or resumes it (SIGCONT). Only the test drives it: the product has no such hook.
 """
 
@@ -44,19 +45,28 @@ def hook(dispatcher: Dispatcher, point: str) -> None:
             pause(point, [e.task_id for e, _ in entries])
         return decode(entries, claimed_at)
 
-    def publish_then_pause(batch: list[Any], guard: Any) -> Any:
-        nonlocal paused
-        if point == "handing" and not paused and batch:
-            paused = True  # past every check before the publish call: only the publisher's own remains
-            pause(point, [o.message.task_id for o in batch])
-        report = publish(batch, guard)
-        if point == "published" and not paused and report.published:
-            paused = True
-            pause(point, [o.message.task_id for o in batch[: report.published]])
-        return report
+    def pausing(publish: Any) -> Any:
+        def publish_then_pause(batch: list[Any], guard: Any) -> Any:
+            nonlocal paused
+            if point in ("handing", "published") and not paused and batch:
+                # How many envelopes the claim script built (dispatch/built.py): they have no message.
+                print(f"BUILT {sum(1 for o in batch if not hasattr(o, 'message'))}", flush=True)
+            if point == "handing" and not paused and batch:
+                paused = True  # past every check before the publish call: only the publisher's own remains
+                pause(point, [o.task_id for o in batch])
+            report = publish(batch, guard)
+            if point == "published" and not paused and report is not None and report.published:
+                paused = True
+                pause(point, [o.task_id for o in batch[: report.published]])
+            return report
+        return publish_then_pause
 
     handoff._decode = pause_then_decode
-    handoff.publisher = type("Paused", (), {"publish": staticmethod(publish_then_pause)})()
+    handoff.publisher = type("Paused", (), {"publish": staticmethod(pausing(publish))})()
+    lane = getattr(handoff, "lane", None)
+    if lane is not None:  # envelopes built by the claim go through publish_built
+        paused_lane = type("PausedBuilt", (), {"publish_built": staticmethod(pausing(lane[0].publish_built))})()
+        handoff.lane = (paused_lane, lane[1])
 
 
 def hook_fast_path(point: str) -> None:

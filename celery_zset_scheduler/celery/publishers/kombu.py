@@ -24,7 +24,7 @@ from typing import Any
 from kombu.entity import Exchange, Queue
 from kombu.exceptions import OperationalError
 
-from ...dispatch.handoff import Guard, Outgoing, PublishReport
+from ...dispatch.handoff import Built, Guard, Outgoing, PublishReport
 from ...model.codec import StoredMessage
 from . import redis_queue
 from .envelope import outgoing
@@ -80,6 +80,22 @@ class KombuPublisher:
             return PublishReport(published, exc, refused, frozenset(lapsed),
                                  frozenset(i for i in revoked if i < published))
         return PublishReport(published, unpublishable=refused, lapsed=frozenset(lapsed), revoked=frozenset(revoked))
+
+    def publish_built(self, batch: Sequence[Outgoing | Built], guard: Guard) -> PublishReport | None:
+        """The batch in one Redis transaction, envelopes built by the store among the messages;
+        None when the broker is not Kombu's Redis transport or a message goes to a fanout."""
+        messages = [o.message for o in batch if isinstance(o, Outgoing)]
+        try:
+            with self.app.producer_or_acquire() as producer:
+                self._declare_exchanges(producer, messages)
+                if not redis_queue.can_publish(producer, messages):
+                    return None
+                self._declare(producer, messages)
+                same = self._is_store_redis(producer, guard)
+                refused, lapsed, revoked = redis_queue.publish(producer, batch, guard, same, self.templates)
+        except Exception as exc:  # the broker is unreachable: the dispatcher releases the batch
+            return PublishReport(0, exc)
+        return PublishReport(len(batch), unpublishable=refused, lapsed=frozenset(lapsed), revoked=frozenset(revoked))
 
     def _publish_batched(self, producer: Any, batch: Sequence[Outgoing], guard: Guard) -> PublishReport:
         """Flushes every ``FLUSH_EVERY`` messages; a failed flush counts none of its messages.

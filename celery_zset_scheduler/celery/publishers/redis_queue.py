@@ -31,7 +31,7 @@ import redis
 from kombu.transport.redis import Channel as RedisChannel
 from kombu.transport.redis import PrefixedStrictRedis
 
-from ...dispatch.handoff import Guard, Outgoing
+from ...dispatch.handoff import Built, Guard, Outgoing
 from ...model.codec import StoredMessage
 from ...store.resp import pack
 from .envelope import expiration_of, kombu_expiration, outgoing
@@ -65,13 +65,14 @@ def same_server_and_db(broker: Any, store: Any) -> bool:
         return False  # the dispatcher's clock is checked instead
 
 
-def publish(producer: Any, batch: Sequence[Outgoing], guard: Guard, same_redis: bool,
+def publish(producer: Any, batch: Sequence[Outgoing | Built], guard: Guard, same_redis: bool,
             templates: Templates | None = None) -> tuple[dict[int, BaseException], set[int], set[int]]:
     """Write the messages of shards still led to their queue(s) in one transaction; raises when the
     broker refuses. Returns the messages refused (index -> error: an envelope that cannot be
     built fails the same way every time), the indexes held back because their lease lapsed, and
     those held back because they were revoked since their claim. ``templates``: the envelope
-    templates to build with (:mod:`.templates`; None: Kombu's path for every message).
+    templates to build with (:mod:`.templates`; None: Kombu's path for every message). A
+    :class:`~...dispatch.handoff.Built` envelope (the store built it) is written as it is.
     """
     channel = producer.channel
     built: list[tuple[int, int, bytes, list[str]]] = []  # index, shard, envelope, Redis lists
@@ -82,12 +83,18 @@ def publish(producer: Any, batch: Sequence[Outgoing], guard: Guard, same_redis: 
         templates.follow(_setup(producer, channel))
     else:
         templates = None
-    tags = delivery_tags(len(batch)) if templates is not None else []
+    # Built envelopes have their tag: one for each message only.
+    tags = delivery_tags(sum(1 for o in batch if not isinstance(o, Built))) if templates is not None else []
+    tagged = 0
     lists: dict[tuple[str, int], str] = {}
     for i, item in enumerate(batch):
+        if isinstance(item, Built):
+            built.append((i, item.shard, item.envelope, [item.key]))
+            continue
+        tagged += 1
         try:
             level, payload, targets = _build(producer, channel, item.message, routes, templates,
-                                             tags[i] if tags else "")
+                                             tags[tagged - 1] if tags else "")
         except (ConnectionError, OSError, redis.RedisError):  # reading bindings: the broker, not the message
             raise
         except Exception as exc:
@@ -105,7 +112,7 @@ def publish(producer: Any, batch: Sequence[Outgoing], guard: Guard, same_redis: 
     revoked: set[int] = set()
     with channel.conn_or_acquire() as client:
         if not same_redis:  # the lease is checked by the dispatcher's clock, right before the write
-            lapsed_shards = {shard for _, shard, _, _ in built if not guard.still_ours(shard)}
+            lapsed_shards = {shard for shard in {s for _, s, _, _ in built} if not guard.still_ours(shard)}
             candidates = [i for i, shard, _, _ in built if shard not in lapsed_shards]
             revoked = {candidates[n] for n in guard.revoked([batch[i] for i in candidates])}
             commands = _commands(channel, built, queues, lapsed_shards, revoked)

@@ -1,0 +1,76 @@
+"""The table of the claim that builds envelopes (``claim_built``), from the app's Kombu setup.
+
+Used when the broker is Kombu's Redis transport (base64 bodies) but the fast path cannot push
+into it (another server or database, or a Redis Cluster store). The table names, for every queue
+the app declares that Kombu would not expire, the list of each priority step (``_q_for_pri``,
+without ``global_keyprefix``: the publisher's transaction adds it). It names no exchange: their
+bindings live on the broker, where the script cannot read them, so a message routed through an
+exchange takes the Python path, as does one for a queue the table does not name. The queues are
+declared first, as the publisher does before publishing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import redis
+from kombu.transport.redis import Channel as RedisChannel
+
+from ...model.logs import log_event
+from ...store.built import BuiltTable
+from .fast_routes import RETRY_AFTER_S, _expiring
+
+
+class BuiltRoutes:
+    """A :data:`~...dispatch.built.TableSource`: the table, or None for the plain generic claim."""
+
+    def __init__(self, app: Any, accept: set[str]) -> None:
+        self.app = app
+        self.accept = sorted(accept)
+        self._table: BuiltTable | None = None
+        self._decided = False
+        self._retry_at = 0.0
+
+    def __call__(self) -> BuiltTable | None:
+        if self._decided:
+            return self._table
+        if time.monotonic() < self._retry_at:
+            return None
+        try:
+            self._table = self._build()
+        except (OSError, redis.RedisError) as exc:  # the broker is down: the plain claim for now
+            self._retry_at = time.monotonic() + RETRY_AFTER_S
+            log_event(logging.WARNING, "built_envelopes.undecided", error=str(exc))
+            return None
+        self._decided = True
+        log_event(logging.INFO, "built_envelopes.on" if self._table else "built_envelopes.off")
+        return self._table
+
+    def _build(self) -> BuiltTable | None:
+        with self.app.producer_or_acquire() as producer:
+            channel = producer.channel
+            if type(channel) is not RedisChannel or channel.body_encoding != "base64":
+                return None
+            policy = self.app.conf.task_publish_retry_policy
+            queues = [q for q in self.app.amqp.queues.values() if not _expiring(q)]
+            for queue in queues:
+                producer.maybe_declare(queue, retry=True, **policy)
+            return built_table(channel, producer, queues, self.accept)
+
+
+def built_table(channel: Any, producer: Any, queues: list[Any], accept: list[str]) -> BuiltTable:
+    steps = list(channel.priority_steps)
+    lists: list[str] = []
+    numbers: dict[str, list[int]] = {}
+    for queue in queues:
+        if queue.name not in numbers:
+            numbers[queue.name] = []
+            for step in steps:
+                lists.append(channel._q_for_pri(queue.name, step))
+                numbers[queue.name].append(len(lists))
+    mode = producer._delivery_details("", None)[1]
+    data = {"accept": accept, "steps": steps, "queues": numbers, "exchanges": {}, "mode": mode}
+    return BuiltTable(json.dumps(data), tuple(lists))

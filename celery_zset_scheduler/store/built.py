@@ -1,0 +1,59 @@
+"""The claim that also builds envelopes: for a Redis broker on another server or database.
+
+``claim_built`` claims a shard's due entries exactly as ``claim`` does (in flight with a lease,
+forgotten by the ack after they are published) and returns, for each entry the fast path's Lua
+builder can rebuild exactly, Kombu's envelope in place of the stored message, with the number of
+the broker list it goes to in the caller's :class:`BuiltTable`. The caller only forwards those
+bytes (LPUSH on the broker) and acks; the rest come back as stored, for the Python path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.keys import KeySpace
+from .claims import CLAIM, Claimed, ClaimPass, ClaimResult, Fence, ack_call, expand_claimed, parse_claim
+from .scripts import Call, ScriptDef
+from .shared import Shared
+
+CLAIM_BUILT = ScriptDef("claim_built", (*CLAIM.keys, "shared"))
+
+
+@dataclass(frozen=True)
+class BuiltTable:
+    """The route table of the script (JSON, as fast_push's, with list numbers instead of KEYS
+    indexes and no exchanges) and the broker lists it numbers (list ``n`` is ``lists[n - 1]``,
+    without the client's ``global_keyprefix``)."""
+
+    table: str
+    lists: tuple[str, ...]
+
+
+def claim_built_call(keys: KeySpace, fence: Fence, table: BuiltTable, *, limit: int, lease_ms: int,
+                     max_wait_ms: int, wake_ttl_ms: int, shared: Shared | None = None) -> Call[ClaimResult]:
+    def parse(reply: Any) -> ClaimResult:
+        return parse_claim(reply, fence.shard, shared)
+
+    args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms, table.table, str(uuid.uuid4())[:24]]
+    return CLAIM_BUILT.call(keys.shard(fence.shard), args, parse)
+
+
+def claim_built_many(claims: Any, fences: Sequence[Fence], table: BuiltTable, *, limit: int, lease_ms: int,
+                     max_wait_ms: int, wake_ttl_ms: int, ack: Sequence[Claimed] = ()) -> ClaimPass:
+    """As :meth:`.claims.Claims.claim_many`, with envelopes built where the script can."""
+    grouped: dict[int, list[Claimed]] = {}
+    for e in ack:
+        grouped.setdefault(e.shard, []).append(e)
+    groups = list(grouped.items())
+    acks: list[Call[Any]] = [ack_call(claims.keys, s, group) for s, group in groups]
+    shared = claims.store.shared
+    calls = [claim_built_call(claims.keys, f, table, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
+                              wake_ttl_ms=wake_ttl_ms, shared=shared) for f in fences]
+    replies = claims.scripts.settle([*acks, *calls])
+    unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
+    results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
+    expand_claimed(shared, results)
+    return ClaimPass(results, unacked)

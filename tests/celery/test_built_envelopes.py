@@ -1,0 +1,204 @@
+"""The generic path with a Redis broker on another database: the claim script builds Kombu's
+envelope of what the fast path's builder can rebuild exactly, Python only forwards it. What lands
+is what Kombu's Redis transport writes, field by field (priority sub-queues, global_keyprefix);
+what it leaves (exchanges, expires, a fanout) takes the Python path in the same pass (real apps,
+dispatcher threads, the store on one database and the broker on another)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+from kombu import Exchange, Queue
+
+import celery_zset_scheduler
+from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.dispatch.built import BuiltHandOff
+from celery_zset_scheduler.dispatch.loop import Dispatcher
+from celery_zset_scheduler.model.codec import encode
+
+from ..support.helpers import BROKER_DB, AppFactory, built_message, wait_for
+from .test_fast_path import GENERIC_CASES, QUEUES, assert_same_envelope, by_id, drain, lists, send_all
+
+
+def elsewhere(apps: AppFactory, **conf: Any) -> tuple[Celery, Celery]:
+    """A plain Celery app and an installed one, the broker on another database than the store."""
+    conf = {"broker_url": apps.server.url_db(BROKER_DB), "task_queues": QUEUES, **conf}
+    return apps(install=False, **conf), apps(**conf)
+
+
+def handoff_of(apps: AppFactory, app: Celery) -> BuiltHandOff:
+    dispatcher: Dispatcher = apps.dispatcher(app)
+    handoff = dispatcher.handoff
+    assert isinstance(handoff, BuiltHandOff)
+    return handoff
+
+
+def dispatched(apps: AppFactory, app: Celery, broker: redis.Redis, ids: list[str]
+               ) -> tuple[BuiltHandOff, dict[str, tuple[bytes, dict[str, Any]]]]:
+    handoff = handoff_of(apps, app)
+    mine: dict[str, tuple[bytes, dict[str, Any]]] = {}
+    wait_for(lambda: mine.update(by_id(drain(broker))) or len(mine) >= len(ids), what="the published messages")
+    return handoff, mine
+
+
+def test_the_claim_builds_what_kombu_writes_field_by_field(apps: AppFactory) -> None:
+    plain, ours = elsewhere(apps)
+    broker = apps.server.client(BROKER_DB)
+    calls = [
+        {"kwargs": {"tag": "x"}, "task_id": str(uuid.uuid4()), "queue": "q", "headers": {"tenant": "acme"},
+         "priority": 3},
+        {"args": ("a", 7), "task_id": str(uuid.uuid4())},
+        {"kwargs": {"tag": "ü€", "pad": "a/b\\c\"d"}, "task_id": str(uuid.uuid4()), "retries": 2,
+         "time_limit": 30, "soft_time_limit": 20, "shadow": "nick", "ignore_result": True},
+        {"args": (1,), "task_id": str(uuid.uuid4()), "headers": {"nested": {"a": [1, None, "x"], "b": {}}}},
+    ]
+    theirs, generic, ids = send_all(plain, ours, broker, calls)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert handoff.prebuilt == len(ids)
+    assert set(mine) == set(theirs) == set(generic) == set(ids)
+    for task_id in ids:
+        assert mine[task_id][0] == theirs[task_id][0] == generic[task_id][0]  # the same list
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+        assert_same_envelope(mine[task_id][1], theirs[task_id][1], plain=True)
+    time.sleep(0.3)  # acked with the next claim
+    assert all(celery_zset_scheduler.lookup(ours, i) is None for i in ids)
+
+
+@pytest.mark.parametrize("options", [
+    {},  # Kombu's default steps [0, 3, 6, 9]
+    {"queue_order_strategy": "priority", "priority_steps": list(range(10))},
+    {"queue_order_strategy": "priority", "priority_steps": [0, 5], "sep": ":"},
+    {"global_keyprefix": "pfx:", "queue_order_strategy": "priority"},
+], ids=["default-steps", "ten-steps", "two-steps-own-sep", "global-keyprefix"])
+def test_priorities_land_in_kombus_priority_sub_queues(apps: AppFactory, options: dict[str, Any]) -> None:
+    plain, ours = elsewhere(apps, broker_transport_options=options)
+    broker = apps.server.client(BROKER_DB)
+    calls = [{"args": (p,), "task_id": str(uuid.uuid4()), "queue": "q", "priority": p}
+             for p in (None, 0, 1, 3, 4, 5, 8, 9, 12)]
+    theirs, generic, ids = send_all(plain, ours, broker, calls)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert handoff.prebuilt == len(ids)
+    assert len({key for key, _ in theirs.values()}) > 1  # several sub-queues in play
+    for task_id in ids:
+        assert mine[task_id][0] == theirs[task_id][0] == generic[task_id][0], mine[task_id][1]["properties"]
+        assert mine[task_id][0].startswith(b"pfx:") == ("global_keyprefix" in options)
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+        assert_same_envelope(mine[task_id][1], theirs[task_id][1], plain=True)
+
+
+def test_exchanges_and_what_the_builder_cannot_rebuild_take_the_python_path(apps: AppFactory) -> None:
+    # Bindings live on the broker, out of the claim script's reach: routed messages are Python's.
+    direct, topic = Exchange("dx", type="direct"), Exchange("tx", type="topic")
+    queues = [*QUEUES, Queue("d1", direct, routing_key="dk"), Queue("t1", topic, routing_key="a.*")]
+    plain, ours = elsewhere(apps, task_queues=queues)
+    broker = apps.server.client(BROKER_DB)
+    with plain.producer_or_acquire() as producer:
+        for queue in queues:
+            producer.maybe_declare(queue)
+    calls = [{"args": (name,), "task_id": f"{name}-{uuid.uuid4()}", **options}
+             for name, options in GENERIC_CASES.items()]
+    calls += [{"args": ("direct",), "task_id": f"direct-{uuid.uuid4()}", "exchange": "dx", "routing_key": "dk"},
+              {"args": ("topic",), "task_id": f"topic-{uuid.uuid4()}", "exchange": "tx", "routing_key": "a.b"},
+              {"args": ("built",), "task_id": f"built-{uuid.uuid4()}"}]
+    theirs, generic, ids = send_all(plain, ours, broker, calls)
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert handoff.prebuilt == 1
+    for envelopes in (generic, mine):
+        ttl = int(envelopes[calls[0]["task_id"]][1]["properties"].pop("expiration"))
+        assert 0 < ttl <= 60_000  # what is left until expires when it was published
+    for task_id in ids:
+        assert mine[task_id][0] == generic[task_id][0] == theirs[task_id][0]
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+    assert mine[calls[-3]["task_id"]][0] == b"d1" and mine[calls[-2]["task_id"]][0] == b"t1"
+
+
+def test_a_fanout_in_the_same_pass_goes_after_the_built_envelopes(apps: AppFactory) -> None:
+    from kombu.common import Broadcast
+
+    _, ours = elsewhere(apps, task_queues=[*QUEUES, Broadcast("bc")])
+    broker = apps.server.client(BROKER_DB)
+    listener = broker.pubsub()
+    listener.psubscribe("*bc*")  # Kombu's Redis fanout is pub/sub
+    wait_for(lambda: listener.get_message(timeout=0.1), what="the subscription")
+    fanned, queued = str(uuid.uuid4()), str(uuid.uuid4())
+    ours.tasks["t.record"].apply_async(("f",), task_id=fanned, queue="bc", countdown=0.3)
+    ours.tasks["t.record"].apply_async(("q",), task_id=queued, countdown=0.3)
+    handoff = handoff_of(apps, ours)
+
+    def published() -> Any:
+        message = listener.get_message(timeout=0.2)
+        return message if message and message["type"] == "pmessage" else None
+
+    assert json.loads(wait_for(published, what="the fanout message")["data"])["headers"]["id"] == fanned
+    wait_for(lambda: broker.llen("celery"), what="the built envelope")
+    assert json.loads(broker.rpop("celery"))["headers"]["id"] == queued
+    assert handoff.prebuilt == 1
+    listener.close()
+
+
+def test_a_message_a_worker_would_discard_is_dead_lettered_not_built(apps: AppFactory) -> None:
+    from ..dispatch.test_validation import CASES, foreign
+
+    _, ours = elsewhere(apps)
+    broker = apps.server.client(BROKER_DB)
+    store = apps.store(ours)
+    now = int(time.time() * 1000)
+    bad = []
+    for case in sorted(CASES):
+        message = foreign(built_message(ours.tasks["t.record"], kwargs={"tag": case}), **CASES[case])
+        store.schedule(message.task_id, now, encode(message))
+        bad.append(message.task_id)
+    good = built_message(ours.tasks["t.record"], kwargs={"tag": "fine"})
+    store.schedule(good.task_id, now + 20, encode(good))
+    handoff, mine = dispatched(apps, ours, broker, [good.task_id])
+    letters = installation_for(ours).dead_letters  # type: ignore[union-attr]
+    for task_id in bad:
+        letter = wait_for(lambda task_id=task_id: letters.get(task_id), what="the discarded message dead-lettered")
+        assert letter.reason == "invalid"
+    assert set(mine) == {good.task_id}
+    assert handoff.prebuilt == 1
+    assert lists(broker) == {}
+
+
+def test_a_built_envelope_runs_on_a_real_worker(apps: AppFactory) -> None:
+    _, ours = elsewhere(apps)
+    eta = datetime.now(timezone.utc) + timedelta(seconds=0.3)
+    result = ours.tasks["t.record"].apply_async(kwargs={"tag": "ran"}, eta=eta, queue="q")
+    handoff = handoff_of(apps, ours)
+    apps.worker(ours)
+    assert result.get(timeout=30) == "ran"
+    assert handoff.prebuilt == 1
+
+
+def test_a_broker_outage_releases_the_built_batch_and_resumes(apps: AppFactory,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    from celery_zset_scheduler.testing import RedisServer
+
+    broker_server = RedisServer(appendonly=True).start()  # AOF with fsync always: kill -9 keeps the lists
+    try:
+        ours = apps(broker_url=broker_server.url, task_queues=QUEUES)
+        ids = [ours.tasks["t.record"].apply_async(kwargs={"tag": i}, countdown=0.3 + 3.0 * i / 100).id
+               for i in range(100)]
+        caplog.set_level("INFO")
+        handoff = handoff_of(apps, ours)
+        broker = broker_server.client()
+        wait_for(lambda: broker.llen("celery") >= 5, what="publishing to start")
+        broker_server.stop(kill=True)
+        time.sleep(1.5)
+        broker_server.start()
+        broker = broker_server.client()
+        wait_for(lambda: {json.loads(m)["headers"]["id"] for m in broker.lrange("celery", 0, -1)} == set(ids),
+                 timeout=30, what="every task in the queue after the outage")
+        assert "outage.started" in caplog.text and "outage.ended" in caplog.text
+        assert handoff.prebuilt > len(ids)  # what was claimed during the outage went back and came again
+        time.sleep(0.5)
+        assert all(celery_zset_scheduler.lookup(ours, i) is None for i in ids)  # acked once published
+    finally:
+        broker_server.close()
