@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any
 
 import redis
-from celery.utils.saferepr import saferepr
 from kombu.compression import compress, decompress
 from kombu.serialization import dumps, loads, registry
 from kombu.utils import json as kombu_json
@@ -36,9 +35,11 @@ from ..model.urls import mask_url
 from ..store.pending import Store
 from ..store.schedule import NewEntry
 from .messages import TaskNotSerializable
+from .reprs import argsrepr
 from .state import ensure_installation
 
 REPR_MAX = 1024  # Celery's argsrepr_maxsize
+REPR_LEVELS = 3  # Celery's default task_repr_maxlevels
 KEYED_CHUNK = 5_000  # calls with idempotency keys per pipelined schedule_many
 _ID_BLOCK = 1024  # ids made from one os.urandom call
 
@@ -80,8 +81,10 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
 
     try:
         if keyed and key_for is not None:
-            return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due)
-        build = _fast_builder(template) or generic_builder(template)
+            return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due,
+                                   app.conf.task_repr_maxlevels)
+        levels = app.conf.task_repr_maxlevels
+        build = _fast_builder(template, levels) or generic_builder(template, levels)
         ids: list[str] = []
 
         def entries() -> Iterator[tuple[str, int, bytes]]:
@@ -103,10 +106,10 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
 
 
 def _schedule_keyed(store: Store, template: StoredMessage, key_for: Callable[..., str | None],
-                    calls: Iterable[Call], due: When) -> list[str]:
+                    calls: Iterable[Call], due: When, maxlevels: int) -> list[str]:
     """Calls with idempotency keys: each message carries its own key, and the store keeps one
     pending entry per key (pipelined chunks, the slower path)."""
-    build = generic_builder(template)
+    build = generic_builder(template, maxlevels)
     ids: list[str] = []
     chunk: list[NewEntry] = []
     new_ids = _uuid4s()
@@ -130,7 +133,7 @@ def _per_call(template: StoredMessage) -> StoredMessage:
     return replace(template, headers={**headers, "eta": us_isoformat(0)})
 
 
-def _fast_builder(template: StoredMessage) -> Builder | None:
+def _fast_builder(template: StoredMessage, maxlevels: int = REPR_LEVELS) -> Builder | None:
     """The template encoder, when bodies are Kombu's JSON of ``[args, kwargs, <empty embed>]``."""
     codec = getattr(registry, "_encoders", {}).get(registry.type_to_name.get(template.content_type))
     if codec is None or codec[2] is not kombu_json.dumps or template.headers.get("compression"):
@@ -152,12 +155,12 @@ def _fast_builder(template: StoredMessage) -> Builder | None:
         except (TypeError, ValueError) as exc:
             raise _not_serializable(name, exc) from exc
         # "[args, kwargs]" minus its "]" is the body before the embed suffix.
-        return tmpl.encode(_repr(args), _repr(kwargs), text[:-1].encode("utf-8"), eta_us)
+        return tmpl.encode(_repr(args, maxlevels), _repr(kwargs, maxlevels), text[:-1].encode("utf-8"), eta_us)
 
     return build
 
 
-def generic_builder(template: StoredMessage) -> Callable[..., bytes]:
+def generic_builder(template: StoredMessage, maxlevels: int = REPR_LEVELS) -> Callable[..., bytes]:
     """``build(task_id, args, kwargs, eta_us=None, extra=None) -> bytes``: the template with these
     values, serialized and compressed as the template was (any serializer; periodic templates use it
     too). ``eta_us`` None keeps the template's own ``eta`` (a periodic occurrence has none)."""
@@ -178,7 +181,8 @@ def generic_builder(template: StoredMessage) -> Callable[..., bytes]:
         if compression:
             body, _ = compress(body, compression)
         eta = template.headers.get("eta") if eta_us is None else us_isoformat(eta_us)
-        headers = {**template.headers, "id": task_id, "argsrepr": _repr(tuple(args)), "kwargsrepr": _repr(kwargs),
+        headers = {**template.headers, "id": task_id, "argsrepr": _repr(tuple(args), maxlevels),
+                   "kwargsrepr": _repr(kwargs, maxlevels),
                    "eta": eta, **(extra or {})}
         if own_root:
             headers["root_id"] = task_id
@@ -222,9 +226,10 @@ def _chain(first: Call, rest: Iterable[Call]) -> Iterable[Call]:
     yield from rest
 
 
-def _repr(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= REPR_MAX else saferepr(value, REPR_MAX)
+def _repr(value: Any, maxlevels: int) -> str:
+    """Celery's own ``argsrepr``/``kwargsrepr`` of a call (``saferepr``, not ``repr``: they differ
+    for strings holding quotes or newlines), so a stored call is what ``apply_async`` stores."""
+    return argsrepr(value, REPR_MAX, maxlevels)
 
 
 __all__ = ["schedule_many"]

@@ -116,7 +116,8 @@ class Templates:
                             entry.headers, entry.options, entry.expires, entry.overlap], sort_keys=True, default=str)
         builder = self._builders.get(shape)
         if builder is None:
-            builder = self._builders[shape] = generic_builder(_celery_message(self.app, entry))
+            builder = self._builders[shape] = generic_builder(_celery_message(self.app, entry),
+                                                               self.app.conf.task_repr_maxlevels)
         try:
             return builder(PLACEHOLDER_ID, entry.args, entry.kwargs, extra={names.PERIODIC: entry.name})
         except ZSetSchedulerError as exc:

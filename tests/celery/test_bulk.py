@@ -125,3 +125,21 @@ def test_one_key_for_every_bulk_call_is_refused(apps: AppFactory) -> None:
     app = apps()
     with pytest.raises(ValueError, match="one idempotency_key for every call"):
         celery_zset_scheduler.schedule_many(app.tasks["t.record"], [((), {}, 1)], idempotency_key="same")
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("it's",), {}), (("a\nb", 'say "hi"'), {"k": "it's"}), ((b"raw",), {}), ((1.5, None, True), {"x": [1, "y's"]}),
+])
+def test_bulk_reprs_are_celerys_own(apps: AppFactory, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """schedule_many writes Celery's saferepr argsrepr/kwargsrepr, which is what apply_async stores
+    (saferepr and repr differ for strings holding quotes or newlines)."""
+    app = apps()
+    app.conf.task_serializer, app.conf.accept_content = "pickle", ["json", "pickle"]
+    app.conf.zset_scheduler_accept_content = ["json", "pickle"]
+    record = app.tasks["t.call"]
+    store = apps.store(app)
+    (bulk_id,) = celery_zset_scheduler.schedule_many(record, [(args, kwargs, 600)])
+    single_id = record.apply_async(args, kwargs, countdown=600).id
+    stored = [decode(i, store.get(i).payload).headers for i in (bulk_id, single_id)]  # type: ignore[union-attr]
+    assert stored[0]["argsrepr"] == stored[1]["argsrepr"]
+    assert stored[0]["kwargsrepr"] == stored[1]["kwargsrepr"]
