@@ -163,7 +163,10 @@ def test_a_revoked_in_flight_entry_is_not_published(
     conf: dict[str, Any] = {**PATIENT, **({} if url is None else same)}
     cluster = make_cluster(clusters, redis_server, shards=1, store_url=url, **conf)
     app = apps(shards=1, **conf)
-    ids = [app.tasks["t.record"].apply_async(kwargs={"tag": i}, countdown=0.3).id for i in range(10)]
+    # One due instant for all ten: on a loaded machine the calls can take longer than a countdown,
+    # and the dispatcher's first claim would then hold only the ones due by then.
+    due = datetime.fromtimestamp(time.time() + 0.3, timezone.utc)
+    ids = [app.tasks["t.record"].apply_async(kwargs={"tag": i}, eta=due).id for i in range(10)]
     stale = cluster.hooked_dispatcher(point)
     stale.wait_for_output(r"PAUSED ")
     batch = paused_batch(stale.output)
