@@ -59,8 +59,6 @@ CALLS: list[tuple[tuple[object, ...], dict[str, object]]] = [
 def test_a_worker_gets_each_calls_args_and_celerys_reprs_of_them(apps: AppFactory, path: str) -> None:
     from celery.utils.saferepr import saferepr
 
-    from celery_zset_scheduler.celery.bulk import _repr as bulk_repr
-
     from ..support.helpers import STORE_DB
 
     app = apps(**({"broker_url": apps.server.url_db(STORE_DB)} if path == "fast" else {}))
@@ -76,8 +74,8 @@ def test_a_worker_gets_each_calls_args_and_celerys_reprs_of_them(apps: AppFactor
         args, kwargs = CALLS[n % len(CALLS)]
         run = runs[task_id]
         assert run["args"] == json.loads(json.dumps(list(args))) and run["kwargs"] == kwargs
-        # What the sender wrote: Celery's saferepr; schedule_many's own (repr when short).
-        reprs = (saferepr(args), saferepr(kwargs)) if n < len(CALLS) else (bulk_repr(args), bulk_repr(kwargs))
+        # What both senders write: Celery's saferepr.
+        reprs = (saferepr(args), saferepr(kwargs))
         assert (run["argsrepr"], run["kwargsrepr"]) == reprs
 
 

@@ -2,7 +2,9 @@
   Claim due entries of one shard, as the claim script does, with Kombu's envelope of each entry
   the fast path's builder can rebuild exactly (for a Redis broker on another server or database).
 
-  KEYS[1..10] as claim-10.lua, KEYS[11] shared (the shard's shared prefixes: store/shared.py).
+  KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
+  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen
+  (as claim-10.lua), KEYS[11] shared (the shard's shared prefixes: store/shared.py).
   ARGV[1..6] as claim-10.lua, ARGV[7] the route table (fast_push-11.lua's, its list indexes
   naming the broker's lists of the caller's own table instead of KEYS, and no exchanges: bindings
   live on the broker), ARGV[8] this call's delivery tag prefix.
