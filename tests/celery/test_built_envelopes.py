@@ -202,3 +202,23 @@ def test_a_broker_outage_releases_the_built_batch_and_resumes(apps: AppFactory,
         assert all(celery_zset_scheduler.lookup(ours, i) is None for i in ids)  # acked once published
     finally:
         broker_server.close()
+
+
+def test_a_dispatcher_started_while_the_broker_is_down_waits_for_it(apps: AppFactory) -> None:
+    from celery_zset_scheduler.testing import RedisServer
+
+    broker_server = RedisServer().start()
+    try:
+        sender, ours = (apps(broker_url=broker_server.url, task_queues=QUEUES) for _ in range(2))
+        ids = [sender.tasks["t.record"].apply_async(kwargs={"tag": i}, countdown=1.0).id for i in range(5)]
+        broker_server.stop(kill=True)
+        # Its first claims decide the route tables, with no connection to the broker yet: it is down.
+        dispatcher = apps.dispatcher(ours)
+        time.sleep(10.0)  # longer than Kombu's own connection retries
+        assert dispatcher.error is None and dispatcher.thread.is_alive()  # type: ignore[attr-defined]
+        broker_server.start()
+        broker = broker_server.client()
+        wait_for(lambda: {json.loads(m)["headers"]["id"] for m in broker.lrange("celery", 0, -1)} == set(ids),
+                 timeout=30, what="every task in the queue once the broker is back")
+    finally:
+        broker_server.close()
