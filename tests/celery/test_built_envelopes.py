@@ -76,7 +76,9 @@ def test_the_claim_builds_what_kombu_writes_field_by_field(apps: AppFactory) -> 
     {"queue_order_strategy": "priority", "priority_steps": list(range(10))},
     {"queue_order_strategy": "priority", "priority_steps": [0, 5], "sep": ":"},
     {"global_keyprefix": "pfx:", "queue_order_strategy": "priority"},
-], ids=["default-steps", "ten-steps", "two-steps-own-sep", "global-keyprefix"])
+    # Below the first step Kombu's bisect picks the last step's list: so must the builder.
+    {"queue_order_strategy": "priority", "priority_steps": [3, 6, 9]},
+], ids=["default-steps", "ten-steps", "two-steps-own-sep", "global-keyprefix", "steps-without-0"])
 def test_priorities_land_in_kombus_priority_sub_queues(apps: AppFactory, options: dict[str, Any]) -> None:
     plain, ours = elsewhere(apps, broker_transport_options=options)
     broker = apps.server.client(BROKER_DB)
