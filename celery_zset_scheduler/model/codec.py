@@ -16,7 +16,7 @@ Encoding (layout 5, since format version 6, see ``model.keys.FORMAT_VERSION``): 
 - A *simple call* (no kwargs, every positional argument an int or a string of printable ASCII
   without quotes, backslashes or commas, and Celery's own argsrepr of them) keeps only what is
   between ``[[`` and ``], {}`` of its body: the argsrepr slot holds the integer ``0`` (an argsrepr
-  is otherwise a string; another int is kept in the extras), the kwargsrepr slot is left out, and
+  is otherwise a string; another number is kept in the extras), the kwargsrepr slot is left out, and
   decoding rebuilds the body, ``argsrepr`` and ``kwargsrepr="{}"`` from that text
   (:func:`simple_args`; the encoder checks that what it would rebuild is what it was given, so
   nothing else takes this form). ``add(1234567, 1234567)``: ``0,<eta>]\\n1234567, 1234567`` after
@@ -184,7 +184,7 @@ def encode(message: StoredMessage) -> bytes:
         body = args
     else:
         argsrepr = headers.pop("argsrepr", None)
-        if type(argsrepr) is int:  # would read as a simple call's mark: keep it aside
+        if type(argsrepr) in (int, float):  # would read as a simple call's mark (cjson: 0.0 == 0): aside
             headers["argsrepr"] = argsrepr
             argsrepr = None
         meta += (argsrepr, headers.pop("kwargsrepr", None))

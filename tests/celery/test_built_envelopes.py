@@ -76,7 +76,9 @@ def test_the_claim_builds_what_kombu_writes_field_by_field(apps: AppFactory) -> 
     {"queue_order_strategy": "priority", "priority_steps": list(range(10))},
     {"queue_order_strategy": "priority", "priority_steps": [0, 5], "sep": ":"},
     {"global_keyprefix": "pfx:", "queue_order_strategy": "priority"},
-], ids=["default-steps", "ten-steps", "two-steps-own-sep", "global-keyprefix"])
+    # Below the first step Kombu's bisect picks the last step's list: so must the builder.
+    {"queue_order_strategy": "priority", "priority_steps": [3, 6, 9]},
+], ids=["default-steps", "ten-steps", "two-steps-own-sep", "global-keyprefix", "steps-without-0"])
 def test_priorities_land_in_kombus_priority_sub_queues(apps: AppFactory, options: dict[str, Any]) -> None:
     plain, ours = elsewhere(apps, broker_transport_options=options)
     broker = apps.server.client(BROKER_DB)
@@ -200,5 +202,25 @@ def test_a_broker_outage_releases_the_built_batch_and_resumes(apps: AppFactory,
         assert handoff.prebuilt > len(ids)  # what was claimed during the outage went back and came again
         time.sleep(0.5)
         assert all(celery_zset_scheduler.lookup(ours, i) is None for i in ids)  # acked once published
+    finally:
+        broker_server.close()
+
+
+def test_a_dispatcher_started_while_the_broker_is_down_waits_for_it(apps: AppFactory) -> None:
+    from celery_zset_scheduler.testing import RedisServer
+
+    broker_server = RedisServer().start()
+    try:
+        sender, ours = (apps(broker_url=broker_server.url, task_queues=QUEUES) for _ in range(2))
+        ids = [sender.tasks["t.record"].apply_async(kwargs={"tag": i}, countdown=1.0).id for i in range(5)]
+        broker_server.stop(kill=True)
+        # Its first claims decide the route tables, with no connection to the broker yet: it is down.
+        dispatcher = apps.dispatcher(ours)
+        time.sleep(10.0)  # longer than Kombu's own connection retries
+        assert dispatcher.error is None and dispatcher.thread.is_alive()  # type: ignore[attr-defined]
+        broker_server.start()
+        broker = broker_server.client()
+        wait_for(lambda: {json.loads(m)["headers"]["id"] for m in broker.lrange("celery", 0, -1)} == set(ids),
+                 timeout=30, what="every task in the queue once the broker is back")
     finally:
         broker_server.close()

@@ -139,7 +139,8 @@ def test_the_fast_path_writes_what_kombu_writes_field_by_field(apps: AppFactory)
     {},  # Kombu's default steps [0, 3, 6, 9]
     {"queue_order_strategy": "priority", "priority_steps": list(range(10))},
     {"queue_order_strategy": "priority", "priority_steps": [0, 5], "sep": ":"},
-], ids=["default-steps", "ten-steps", "two-steps-own-sep"])
+    {"queue_order_strategy": "priority", "priority_steps": [3, 6, 9]},  # below 3: Kombu's last list
+], ids=["default-steps", "ten-steps", "two-steps-own-sep", "steps-without-0"])
 def test_priorities_land_in_kombus_priority_sub_queues(apps: AppFactory, options: dict[str, Any]) -> None:
     plain, ours = same_db(apps, broker_transport_options=options)
     broker = apps.server.client(STORE_DB)

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import redis
+from kombu.exceptions import OperationalError
 from kombu.transport.redis import Channel as RedisChannel
 
 from ...model.logs import log_event
@@ -41,7 +42,7 @@ class BuiltRoutes:
             return None
         try:
             self._table = self._build()
-        except (OSError, redis.RedisError) as exc:  # the broker is down: the plain claim for now
+        except (OSError, redis.RedisError, OperationalError) as exc:  # the broker is down: the plain claim for now
             self._retry_at = time.monotonic() + RETRY_AFTER_S
             log_event(logging.WARNING, "built_envelopes.undecided", error=str(exc))
             return None

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import redis
+from kombu.exceptions import OperationalError
 from kombu.transport.redis import Channel as RedisChannel
 
 from ...model.logs import log_event
@@ -46,7 +47,7 @@ class FastRoutes:
             return None
         try:
             self._routes = self._build()
-        except (OSError, redis.RedisError) as exc:  # the broker is down: generic path for now
+        except (OSError, redis.RedisError, OperationalError) as exc:  # the broker is down: generic path for now
             self._retry_at = time.monotonic() + RETRY_AFTER_S
             log_event(logging.WARNING, "fast_path.undecided", error=str(exc))
             return None

@@ -292,7 +292,8 @@ local function new_envelopes(routes, tag, shared_key)
     return '"' .. text .. '"'
   end
 
-  local step0 = 1  -- the list of priority 0
+  -- The list of priority 0; below the first step Kombu's bisect wraps around to the last one.
+  local step0 = #steps
   for n = 1, #steps do if steps[n] <= 0 then step0 = n end end
   local quoted_uuids = setmetatable({}, {__index = function(t, k)
     local v = uuid_memo[k]
@@ -466,7 +467,7 @@ local function new_envelopes(routes, tag, shared_key)
     if not names then return nil end
     -- Kombu's _get_message_priority and _q_for_pri: clamp to 0..9, then the step at or below it.
     local level = math.max(math.min(priority, 9), 0)
-    local step = 1
+    local step = #steps  -- below the first step: the last (Kombu's steps[bisect(steps, n) - 1])
     for n = 1, #steps do if steps[n] <= level then step = n end end
     local keys = {}
     for n, name in ipairs(names) do
