@@ -82,7 +82,7 @@ Send = Callable[..., Any]
 class Shape:
     """What every call of one shape shares, and what its stored entries are made from."""
 
-    message: StoredMessage  # the first call's, without its parent's ids
+    message: StoredMessage  # the first call's, without its parent's ids and its body
     template: Template | None
     types: tuple[type, ...]  # of the option values: 1, 1.0 and True are different shapes
     settings: tuple[Any, ...]
@@ -286,7 +286,8 @@ class Lane:
             return None
         headers = copy.deepcopy(headers)  # the after_task_publish receivers get the original
         headers["root_id"], headers["parent_id"] = task_id, None
-        message = replace(stored, headers=headers, properties=dict(stored.properties))
+        # Not the first call's body: each call brings its own, and a large one would stay with the cache.
+        message = replace(stored, headers=headers, properties=dict(stored.properties), body=EMBED_SUFFIX)
         try:
             template: Template | None = Template(message)
         except ValueError:

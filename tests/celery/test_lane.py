@@ -350,6 +350,17 @@ def test_routes_changed_after_the_first_call_apply_to_the_next(apps: AppFactory)
     assert {message(app, r.id).routing_key for r in routed} == {"zt.by_function"}
 
 
+def test_the_shapes_kept_do_not_hold_the_first_calls_arguments(apps: AppFactory) -> None:
+    app = lane_app(apps)
+    big = "x" * 1_000_000
+    results = three_ways(app, lambda: app.tasks["t.any"].apply_async((big,), eta=ETA))
+    assert_same_entries(app, *results)
+    inst = installation_for(app)
+    assert inst is not None
+    kept = [shape for shape in inst.per_thread.lane_shapes.values() if hasattr(shape, "message")]
+    assert kept and all(len(shape.message.body) < 1000 for shape in kept)
+
+
 def test_publish_signals_results_and_backend_subscriptions_match(apps: AppFactory) -> None:
     app = lane_app(apps)
     record = app.tasks["t.record"]
