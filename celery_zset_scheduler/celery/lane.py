@@ -82,11 +82,12 @@ Send = Callable[..., Any]
 class Shape:
     """What every call of one shape shares, and what its stored entries are made from."""
 
-    message: StoredMessage  # the first call's, without its parent's ids
+    message: StoredMessage  # the first call's, without its parent's ids and its body
     template: Template | None
     types: tuple[type, ...]  # of the option values: 1, 1.0 and True are different shapes
     settings: tuple[Any, ...]
     installed: Any  # the installation's settings object (a reset makes new ones)
+    router: Any  # the app's router (Celery makes a new one when task_routes is updated)
     origin: str
     reply_to: str
     exchange: Any
@@ -208,8 +209,9 @@ class Lane:
         return async_result
 
     def _current(self, shape: Shape) -> bool:
-        """Whether what the shape was made under still holds: settings, thread id, process."""
-        return (shape.installed is self.inst.settings and shape.reply_to == self.app.thread_oid
+        """Whether what the shape was made under still holds: settings, router, thread id, process."""
+        return (shape.installed is self.inst.settings and shape.router is self.app.amqp.router
+                and shape.reply_to == self.app.thread_oid
                 and shape.origin == anon_nodename() and shape.settings == self._read_settings())
 
     def payload(self, shape: Shape, task_id: str, args: Any, kwargs: Any, header: str, eta_us: int | None,
@@ -273,7 +275,9 @@ class Lane:
         stored = built.message
         headers = stored.headers
         serializer = registry._encoders.get(opts.get("serializer") or settings[3])  # what _serialize used
-        if (settings[0] or stored.content_type != JSON or stored.content_encoding != UTF8
+        router = self.app.amqp.router
+        if (settings[0] or not all(type(route) is MapRoute for route in router.routes)
+                or stored.content_type != JSON or stored.content_encoding != UTF8
                 or headers.get("compression") or not stored.body.endswith(EMBED_SUFFIX)
                 or serializer is None or serializer[2] is not kombu_json.dumps):
             return None
@@ -282,7 +286,8 @@ class Lane:
             return None
         headers = copy.deepcopy(headers)  # the after_task_publish receivers get the original
         headers["root_id"], headers["parent_id"] = task_id, None
-        message = replace(stored, headers=headers, properties=dict(stored.properties))
+        # Not the first call's body: each call brings its own, and a large one would stay with the cache.
+        message = replace(stored, headers=headers, properties=dict(stored.properties), body=EMBED_SUFFIX)
         try:
             template: Template | None = Template(message)
         except ValueError:
@@ -290,7 +295,8 @@ class Lane:
         amqp = self.app.amqp
         return Shape(
             message=message, template=template, types=tuple(map(type, opts.values())), settings=settings,
-            installed=installed, origin=str(headers.get("origin")), reply_to=str(message.properties.get("reply_to")),
+            installed=installed, router=router, origin=str(headers.get("origin")),
+            reply_to=str(message.properties.get("reply_to")),
             exchange=built.exchange, routing_key=built.routing_key,
             retry=bool(settings[6] if opts.get("retry") is None else opts["retry"]),
             policy=dict(built.retry_policy), ignore_result=opts.get("ignore_result"),

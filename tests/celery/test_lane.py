@@ -335,6 +335,32 @@ def test_a_setting_changed_after_the_first_call_applies_to_the_next(apps: AppFac
     assert (stored.routing_key, stored.headers["argsrepr"]) == ("zt.changed", "({...},)")
 
 
+def test_routes_changed_after_the_first_call_apply_to_the_next(apps: AppFactory) -> None:
+    app = lane_app(apps)
+    record = app.tasks["t.record"]
+    assert_same_entries(app, *three_ways(app, lambda: record.apply_async(eta=ETA)))
+    app.conf.update(task_routes={"t.record": {"queue": "zt.rerouted"}})  # Celery makes a new router
+    results = three_ways(app, lambda: record.apply_async(eta=ETA))
+    assert_same_entries(app, *results)
+    assert message(app, results[2].id).routing_key == "zt.rerouted"
+    app.conf.update(task_routes=[lambda name, *_, **__: {"queue": "zt.by_function"}])
+    before = taken(app)
+    routed = [record.apply_async(eta=ETA) for _ in range(3)]
+    assert taken(app) == before, "a router function may route each call its own way: Celery's path"
+    assert {message(app, r.id).routing_key for r in routed} == {"zt.by_function"}
+
+
+def test_the_shapes_kept_do_not_hold_the_first_calls_arguments(apps: AppFactory) -> None:
+    app = lane_app(apps)
+    big = "x" * 1_000_000
+    results = three_ways(app, lambda: app.tasks["t.any"].apply_async((big,), eta=ETA))
+    assert_same_entries(app, *results)
+    inst = installation_for(app)
+    assert inst is not None
+    kept = [shape for shape in inst.per_thread.lane_shapes.values() if hasattr(shape, "message")]
+    assert kept and all(len(shape.message.body) < 1000 for shape in kept)
+
+
 def test_publish_signals_results_and_backend_subscriptions_match(apps: AppFactory) -> None:
     app = lane_app(apps)
     record = app.tasks["t.record"]
