@@ -32,58 +32,9 @@
   An id found in `due` without a message (another program wrote it, or a bug) cannot be published:
   it is dropped from `due` and returned as an orphan, so the dispatcher logs and counts it.
 ]]
---- @include "now"
---- @include "forget_key"
---- @include "call_sliced"
---- @include "live_revokes"
+--- @include "claim"
 
-local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local pending_keys, id_keys, wake, revoked, revoked_gen = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-
-if redis.call('GET', lock) ~= ARGV[1] or redis.call('GET', epoch) ~= ARGV[2] then
-  return {0}
-end
-
-local now = now_ms()
-local deadline = now + tonumber(ARGV[4])
-local items = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
-local ids, scores, payloads, orphans, dropped = {}, {}, {}, {}, {}
-local any_revoked = any_live_revokes(revoked, now)
-
-if #items > 0 then
-  local found = {}
-  for i = 1, #items, 2 do found[#found + 1] = items[i] end
-  call_sliced('ZREM', due, found)
-  local messages = call_sliced('HMGET', msg, found)
-  local leases = {}
-  local keyed = redis.call('HLEN', id_keys) > 0
-  local revokes = {}
-  if any_revoked then revokes = call_sliced('ZMSCORE', revoked, found) end
-  for i = 1, #found do
-    if not messages[i] then
-      orphans[#orphans + 1] = found[i]
-      if keyed then forget_key(pending_keys, id_keys, found[i]) end
-    elseif revokes[i] then
-      dropped[#dropped + 1] = found[i]
-      redis.call('HDEL', msg, found[i])
-      if keyed then forget_key(pending_keys, id_keys, found[i]) end
-    else
-      ids[#ids + 1] = found[i]
-      scores[#scores + 1] = items[2 * i]
-      payloads[#payloads + 1] = messages[i]
-      leases[#leases + 1] = deadline
-      leases[#leases + 1] = found[i]
-    end
-  end
-  call_sliced('ZADD', inflight, leases)
-end
-
-local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
-local next_claim = now + tonumber(ARGV[5])
-if nxt[2] and tonumber(nxt[2]) < next_claim then next_claim = tonumber(nxt[2]) end
-redis.call('DEL', wake)  -- a full batch: the leader claims again at once, and wakes up unasked
-if #items < 2 * tonumber(ARGV[3]) then
-  redis.call('SET', wake, next_claim, 'PX', tonumber(ARGV[6]))
-end
-return {1, now, nxt[2] or -1, ids, scores, payloads, deadline, orphans, dropped,
-        tonumber(redis.call('GET', revoked_gen) or '0')}
+local c = claim_due()
+if not c then return {0} end
+return {1, c.now, c.next or -1, c.ids, c.scores, c.payloads, c.deadline, c.orphans, c.dropped,
+        tonumber(redis.call('GET', KEYS[10]) or '0')}
