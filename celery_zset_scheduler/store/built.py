@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.keys import KeySpace
-from .claims import CLAIM, Claimed, ClaimPass, ClaimResult, Fence, ack_call, expand_claimed, parse_claim
+from .claims import CLAIM, Claimed, ClaimPass, ClaimResult, Fence, expand_claimed, parse_claim
 from .scripts import Call, ScriptDef
 from .shared import Shared
 
@@ -44,16 +44,10 @@ def claim_built_call(keys: KeySpace, fence: Fence, table: BuiltTable, *, limit: 
 def claim_built_many(claims: Any, fences: Sequence[Fence], table: BuiltTable, *, limit: int, lease_ms: int,
                      max_wait_ms: int, wake_ttl_ms: int, ack: Sequence[Claimed] = ()) -> ClaimPass:
     """As :meth:`.claims.Claims.claim_many`, with envelopes built where the script can."""
-    grouped: dict[int, list[Claimed]] = {}
-    for e in ack:
-        grouped.setdefault(e.shard, []).append(e)
-    groups = list(grouped.items())
-    acks: list[Call[Any]] = [ack_call(claims.keys, s, group) for s, group in groups]
     shared = claims.store.shared
     calls = [claim_built_call(claims.keys, f, table, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
                               wake_ttl_ms=wake_ttl_ms, shared=shared) for f in fences]
-    replies = claims.scripts.settle([*acks, *calls])
-    unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
-    results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
+    replies, unacked = claims.settle_after_acks(ack, calls)
+    results = {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
     expand_claimed(shared, results)
     return ClaimPass(results, unacked)

@@ -158,15 +158,21 @@ class Claims:
         Each shard's outcome stands on its own: an error of one call (a full store refusing a
         write, a busy script) is that shard's result, and never discards what the others claimed.
         """
-        groups = list(_by_shard(ack).items())
-        acks: list[Call[Any]] = [ack_call(self.keys, s, group) for s, group in groups]
         claims = [claim_call(self.keys, f, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
                              wake_ttl_ms=wake_ttl_ms, shared=self.store.shared) for f in fences]
-        replies = self.scripts.settle([*acks, *claims])
-        unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
-        results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
+        replies, unacked = self.settle_after_acks(ack, claims)
+        results = {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
         expand_claimed(self.store.shared, results)
         return ClaimPass(results, unacked)
+
+    def settle_after_acks(self, ack: Sequence[Claimed], calls: Sequence[Call[Any]]) -> tuple[list[Any], list[Claimed]]:
+        """``calls`` in one round trip after the acks of ``ack``: their replies (an error as the
+        reply of its own call), and the entries whose ack failed (to be sent again)."""
+        groups = list(_by_shard(ack).items())
+        acks: list[Call[Any]] = [ack_call(self.keys, s, group) for s, group in groups]
+        replies = self.scripts.settle([*acks, *calls])
+        unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
+        return replies[len(acks):], unacked
 
     def ack(self, entries: Sequence[Claimed]) -> int:
         """Forget published entries (each only while still in flight under its claim)."""

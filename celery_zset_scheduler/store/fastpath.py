@@ -82,19 +82,11 @@ def fast_push_many(claims: Any, fences: Sequence[Fence], routes: Routes, *, limi
                    ) -> tuple[dict[int, FastResult | Exception], list[Claimed]]:
     """Every shard's fast push in one round trip, after the acks of earlier generic publishes;
     per shard its result or its error, and the acks that failed (to be sent again)."""
-    from .claims import ack_call
-
-    grouped: dict[int, list[Claimed]] = {}
-    for e in ack:
-        grouped.setdefault(e.shard, []).append(e)
-    groups = list(grouped.items())
-    acks: list[Call[Any]] = [ack_call(claims.keys, s, group) for s, group in groups]
     shared = claims.store.shared
     calls = [fast_push_call(claims.keys, f, routes, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
                             wake_ttl_ms=wake_ttl_ms, shared=shared) for f in fences]
-    replies = claims.scripts.settle([*acks, *calls])
-    unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
-    results = {fence.shard: reply for fence, reply in zip(fences, replies[len(acks):], strict=True)}
+    replies, unacked = claims.settle_after_acks(ack, calls)
+    results = {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
     claimed = {s: r.claim for s, r in results.items() if isinstance(r, FastResult)}
     expand_claimed(shared, claimed)
     for shard, claim in claimed.items():
