@@ -18,13 +18,20 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.built import BuiltHandOff
 from celery_zset_scheduler.dispatch.loop import Dispatcher
-from celery_zset_scheduler.model.codec import encode
 
-from ..support.helpers import BROKER_DB, AppFactory, built_message, wait_for
-from .test_fast_path import GENERIC_CASES, QUEUES, assert_same_envelope, by_id, drain, lists, send_all
+from ..support.helpers import BROKER_DB, AppFactory, wait_for
+from .test_fast_path import (
+    GENERIC_CASES,
+    QUEUES,
+    assert_same_envelope,
+    by_id,
+    dispatch_discarded_and_one_good,
+    drain,
+    lists,
+    send_all,
+)
 
 
 def elsewhere(apps: AppFactory, **conf: Any) -> tuple[Celery, Celery]:
@@ -146,25 +153,9 @@ def test_a_fanout_in_the_same_pass_goes_after_the_built_envelopes(apps: AppFacto
 
 
 def test_a_message_a_worker_would_discard_is_dead_lettered_not_built(apps: AppFactory) -> None:
-    from ..dispatch.test_validation import CASES, foreign
-
     _, ours = elsewhere(apps)
     broker = apps.server.client(BROKER_DB)
-    store = apps.store(ours)
-    now = int(time.time() * 1000)
-    bad = []
-    for case in sorted(CASES):
-        message = foreign(built_message(ours.tasks["t.record"], kwargs={"tag": case}), **CASES[case])
-        store.schedule(message.task_id, now, encode(message))
-        bad.append(message.task_id)
-    good = built_message(ours.tasks["t.record"], kwargs={"tag": "fine"})
-    store.schedule(good.task_id, now + 20, encode(good))
-    handoff, mine = dispatched(apps, ours, broker, [good.task_id])
-    letters = installation_for(ours).dead_letters  # type: ignore[union-attr]
-    for task_id in bad:
-        letter = wait_for(lambda task_id=task_id: letters.get(task_id), what="the discarded message dead-lettered")
-        assert letter.reason == "invalid"
-    assert set(mine) == {good.task_id}
+    handoff = dispatch_discarded_and_one_good(apps, ours, broker, dispatched)
     assert handoff.prebuilt == 1
     assert lists(broker) == {}
 

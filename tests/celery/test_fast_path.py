@@ -8,6 +8,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -263,11 +264,13 @@ def test_a_queue_only_its_sender_knew_takes_the_generic_path(apps: AppFactory) -
     assert (handoff.pushed, handoff.left) == (0, 1)
 
 
-def test_a_message_a_worker_would_discard_is_dead_lettered_not_pushed(apps: AppFactory) -> None:
+def dispatch_discarded_and_one_good(apps: AppFactory, ours: Celery, broker: redis.Redis,
+                                    dispatch: Callable[..., tuple[Any, dict[str, Any]]]) -> Any:
+    """Entries a worker would discard (every case of the validation tests) and one good one,
+    dispatched by ``dispatch``: the bad ones are dead-lettered as invalid, only the good one
+    goes out. Returns the hand-off."""
     from ..dispatch.test_validation import CASES, foreign
 
-    _, ours = same_db(apps)
-    broker = apps.server.client(STORE_DB)
     store = apps.store(ours)
     now = int(time.time() * 1000)
     bad = []
@@ -277,12 +280,19 @@ def test_a_message_a_worker_would_discard_is_dead_lettered_not_pushed(apps: AppF
         bad.append(message.task_id)
     good = built_message(ours.tasks["t.record"], kwargs={"tag": "fine"})
     store.schedule(good.task_id, now + 20, encode(good))
-    handoff, mine = dispatched(apps, ours, broker, [good.task_id])
+    handoff, mine = dispatch(apps, ours, broker, [good.task_id])
     letters = installation_for(ours).dead_letters  # type: ignore[union-attr]
     for task_id in bad:
         letter = wait_for(lambda task_id=task_id: letters.get(task_id), what="the discarded message dead-lettered")
         assert letter.reason == "invalid"
     assert set(mine) == {good.task_id}
+    return handoff
+
+
+def test_a_message_a_worker_would_discard_is_dead_lettered_not_pushed(apps: AppFactory) -> None:
+    _, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    handoff = dispatch_discarded_and_one_good(apps, ours, broker, dispatched)
     assert handoff.pushed == 1
     assert lists(broker) == {}
 

@@ -12,43 +12,23 @@ declared first, as the publisher does before publishing.
 from __future__ import annotations
 
 import json
-import logging
-import time
 from typing import Any
 
-import redis
-from kombu.exceptions import OperationalError
 from kombu.transport.redis import Channel as RedisChannel
 
-from ...model.logs import log_event
 from ...store.built import BuiltTable
-from .fast_routes import RETRY_AFTER_S, _expiring
+from .fast_routes import Decided, _expiring
 
 
-class BuiltRoutes:
+class BuiltRoutes(Decided[BuiltTable]):
     """A :data:`~...dispatch.built.TableSource`: the table, or None for the plain generic claim."""
 
+    event = "built_envelopes"
+
     def __init__(self, app: Any, accept: set[str]) -> None:
+        super().__init__()
         self.app = app
         self.accept = sorted(accept)
-        self._table: BuiltTable | None = None
-        self._decided = False
-        self._retry_at = 0.0
-
-    def __call__(self) -> BuiltTable | None:
-        if self._decided:
-            return self._table
-        if time.monotonic() < self._retry_at:
-            return None
-        try:
-            self._table = self._build()
-        except (OSError, redis.RedisError, OperationalError) as exc:  # the broker is down: the plain claim for now
-            self._retry_at = time.monotonic() + RETRY_AFTER_S
-            log_event(logging.WARNING, "built_envelopes.undecided", error=str(exc))
-            return None
-        self._decided = True
-        log_event(logging.INFO, "built_envelopes.on" if self._table else "built_envelopes.off")
-        return self._table
 
     def _build(self) -> BuiltTable | None:
         with self.app.producer_or_acquire() as producer:

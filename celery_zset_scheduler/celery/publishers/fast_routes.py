@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis
 from kombu.exceptions import OperationalError
@@ -29,32 +29,57 @@ ROUTED_TYPES = ("direct", "topic")
 FIRST_KEY = len(FAST_PUSH.keys) + 1  # the script's own keys come first (KEYS[1..11])
 
 
-class FastRoutes:
-    """A :data:`~...dispatch.fastpath.RouteSource`: the table, or None for the generic path."""
+T = TypeVar("T")
 
-    def __init__(self, app: Any, store_client: Any, accept: set[str]) -> None:
-        self.app = app
-        self.store_client = store_client
-        self.accept = sorted(accept)
-        self._routes: Routes | None = None
+
+class Decided(Generic[T]):
+    """A table decided once from the broker (again after an error): None until then, and None
+    when the broker does not allow it. While the broker cannot be reached the caller goes on
+    without it, and the detection is tried again after :data:`RETRY_AFTER_S`."""
+
+    event = ""  # the log event's prefix
+
+    def __init__(self) -> None:
+        self._value: T | None = None
         self._decided = False
         self._retry_at = 0.0
 
-    def __call__(self) -> Routes | None:
+    def __call__(self) -> T | None:
         if self._decided:
-            return self._routes
+            return self._value
         if time.monotonic() < self._retry_at:
             return None
         try:
-            self._routes = self._build()
-        except (OSError, redis.RedisError, OperationalError) as exc:  # the broker is down: generic path for now
+            self._value = self._build()
+        except (OSError, redis.RedisError, OperationalError) as exc:  # the broker is down: without it for now
             self._retry_at = time.monotonic() + RETRY_AFTER_S
-            log_event(logging.WARNING, "fast_path.undecided", error=str(exc))
+            log_event(logging.WARNING, f"{self.event}.undecided", error=str(exc))
             return None
         self._decided = True
-        log_event(logging.INFO, "fast_path.on" if self._routes else "fast_path.off",
-                  why=None if self._routes else "the broker is not the store's standalone Redis database")
-        return self._routes
+        self._announce(self._value)
+        return self._value
+
+    def _build(self) -> T | None:
+        raise NotImplementedError
+
+    def _announce(self, value: T | None) -> None:
+        log_event(logging.INFO, f"{self.event}.on" if value else f"{self.event}.off")
+
+
+class FastRoutes(Decided[Routes]):
+    """A :data:`~...dispatch.fastpath.RouteSource`: the table, or None for the generic path."""
+
+    event = "fast_path"
+
+    def __init__(self, app: Any, store_client: Any, accept: set[str]) -> None:
+        super().__init__()
+        self.app = app
+        self.store_client = store_client
+        self.accept = sorted(accept)
+
+    def _announce(self, value: Routes | None) -> None:
+        log_event(logging.INFO, "fast_path.on" if value else "fast_path.off",
+                  why=None if value else "the broker is not the store's standalone Redis database")
 
     def _build(self) -> Routes | None:
         with self.app.producer_or_acquire() as producer:

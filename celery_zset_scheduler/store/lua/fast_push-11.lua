@@ -37,6 +37,7 @@
 --- @include "forget_key"
 --- @include "call_sliced"
 --- @include "live_revokes"
+--- @include "plan_wake"
 --- @include "ids"
 --- @include "envelope"
 
@@ -127,14 +128,8 @@ if #items > 0 then
   end
 end
 
-local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
-local next_claim = now + tonumber(ARGV[5])
-if nxt[2] and tonumber(nxt[2]) < next_claim then next_claim = tonumber(nxt[2]) end
-redis.call('DEL', wake)  -- a full batch: the leader comes again at once, and wakes up unasked
-if #items < 2 * tonumber(ARGV[3]) then
-  redis.call('SET', wake, next_claim, 'PX', tonumber(ARGV[6]))
-end
+local nxt = plan_wake(due, wake, now, tonumber(ARGV[5]), tonumber(ARGV[6]), #items >= 2 * tonumber(ARGV[3]))
 local first, last = -1, -1
 if #items > 0 then first, last = tonumber(items[2]), tonumber(items[#items]) end
-return {1, now, nxt[2] or -1, ids, scores, payloads, deadline, orphans, dropped,
+return {1, now, nxt or -1, ids, scores, payloads, deadline, orphans, dropped,
         tonumber(redis.call('GET', revoked_gen) or '0'), pushed_scores, first, last}

@@ -6,6 +6,7 @@
 --- @include "forget_key"
 --- @include "call_sliced"
 --- @include "live_revokes"
+--- @include "plan_wake"
 local function claim_due()
   local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
   local pending_keys, id_keys, wake, revoked = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -49,13 +50,7 @@ local function claim_due()
     call_sliced('ZADD', inflight, leases)
   end
 
-  local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
-  local next_claim = now + tonumber(ARGV[5])
-  if nxt[2] and tonumber(nxt[2]) < next_claim then next_claim = tonumber(nxt[2]) end
-  redis.call('DEL', wake)  -- a full batch: the leader claims again at once, and wakes up unasked
-  if #items < 2 * tonumber(ARGV[3]) then
-    redis.call('SET', wake, next_claim, 'PX', tonumber(ARGV[6]))
-  end
-  return {now = now, next = nxt[2], ids = ids, scores = scores, payloads = payloads,
+  local nxt = plan_wake(due, wake, now, tonumber(ARGV[5]), tonumber(ARGV[6]), #items >= 2 * tonumber(ARGV[3]))
+  return {now = now, next = nxt, ids = ids, scores = scores, payloads = payloads,
           deadline = deadline, orphans = orphans, dropped = dropped}
 end
