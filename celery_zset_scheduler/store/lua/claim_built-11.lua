@@ -31,16 +31,17 @@ local ids, payloads, lists = c.ids, c.payloads, {}
 
 -- Every write is done: from here on only reads, and an error leaves the entry as stored.
 local env = new_envelopes(cjson.decode(ARGV[7]), ARGV[8], KEYS[11])
+local built, targets_of = env.build_all(ids, payloads, #ids)
 for i = 1, #ids do
   lists[i] = 0
-  local value = payloads[i]
-  local ok, envelope, targets = pcall(env.build, id_text(ids[i]), value)
-  if ok and envelope then
+  local targets = targets_of[i]
+  if built[i] then
     if type(targets) == 'table' then targets = #targets == 1 and targets[1] or nil end
     if type(targets) == 'number' then
+      local value = payloads[i]
       local stamp = ''
       if string.byte(value, 1) == 1 and #value >= 11 then stamp = string.sub(value, 1, 11) end
-      payloads[i] = stamp .. envelope
+      payloads[i] = stamp .. built[i]
       lists[i] = targets
     end
   end

@@ -66,24 +66,30 @@ if #items > 0 then
   local revokes = {}
   if any_revoked then revokes = call_sliced('ZMSCORE', revoked, found) end
   local env = new_envelopes(routes, ARGV[8], KEYS[11])
-  local built, targets_of = {}, {}
-  local key_ok = {}
+  local wanted = {}
   for i = 1, #found do
-    if messages[i] and not revokes[i] then
-      local ok, envelope, targets = pcall(env.build, id_text(found[i]), messages[i])
-      if not ok then
-        redis.log(redis.LOG_WARNING, 'zset fast_push: entry left to the generic path: ' .. tostring(envelope))
-      elseif envelope then
-        if type(targets) == 'number' then targets = {targets} end  -- the common case: one list
+    if messages[i] and not revokes[i] then wanted[i] = messages[i] end
+  end
+  local built, targets_of = env.build_all(found, wanted, #found)
+  local key_ok = {}
+  local function usable(key)  -- a list, or no key yet: anything else is left to Kombu's own error
+    local known = key_ok[key]
+    if known == nil then
+      local kind = redis.call('TYPE', KEYS[key])['ok']
+      known = kind == 'list' or kind == 'none'
+      key_ok[key] = known
+    end
+    return known
+  end
+  for i = 1, #found do
+    if built[i] then
+      local targets = targets_of[i]
+      if type(targets) == 'number' then  -- the common case: one list
+        if not usable(targets) then built[i] = nil end
+      else
         for t = 1, #targets do
-          local key = targets[t]
-          if key_ok[key] == nil then
-            local kind = redis.call('TYPE', KEYS[key])['ok']
-            key_ok[key] = kind == 'list' or kind == 'none'
-          end
-          if not key_ok[key] then envelope = nil; break end
+          if not usable(targets[t]) then built[i] = nil; break end
         end
-        built[i], targets_of[i] = envelope, targets
       end
     end
   end
@@ -92,6 +98,11 @@ if #items > 0 then
   -- Removing first also frees memory before anything grows it (a full store still drains).
   redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
   local leases, gone, forget, writes, order = {}, {}, {}, {}, {}
+  local function write(key, envelope)
+    local list = writes[key]
+    if not list then list = {}; writes[key] = list; order[#order + 1] = key end
+    list[#list + 1] = envelope
+  end
   for i = 1, #found do
     local id = found[i]
     if not messages[i] then
@@ -103,11 +114,10 @@ if #items > 0 then
       forget[#forget + 1] = id
     elseif built[i] then
       local targets = targets_of[i]
-      for t = 1, #targets do
-        local key = targets[t]
-        local list = writes[key]
-        if not list then list = {}; writes[key] = list; order[#order + 1] = key end
-        list[#list + 1] = built[i]
+      if type(targets) == 'number' then
+        write(targets, built[i])
+      else
+        for t = 1, #targets do write(targets[t], built[i]) end
       end
       gone[#gone + 1] = id
       forget[#forget + 1] = id

@@ -8,9 +8,11 @@
 -- the argsrepr slot and no kwargsrepr slot, its body only the arguments' text, from which argsrepr,
 -- kwargsrepr and the body are rebuilt as the codec's decode does), a newline and the raw body. Since format 4
 -- the part before argsrepr may be stored once per shard: the value is then \2, the prefix's 8-byte
--- id in the shard's `shared` hash, and the rest (store/shared.py). `build` returns the envelope (JSON)
--- and the KEYS indexes of the lists it goes to, or nil when the generic path must publish it: it
--- never guesses, so anything it cannot rebuild exactly, or that a worker would refuse, goes there.
+-- id in the shard's `shared` hash, and the rest (store/shared.py). `build(member, value)` (the
+-- entry's member, as ids.lua reads it) returns the envelope (JSON) and the KEYS indexes of the
+-- lists it goes to, or nil when the generic path must publish it: it never guesses, so anything it
+-- cannot rebuild exactly, or that a worker would refuse, goes there. `build_all` builds a batch.
+--- @include "ids"
 local NULL = cjson.null
 local EMBED = ', {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
 local HEADER_SLOTS = {'task', 'argsrepr', 'kwargsrepr', 'origin'}
@@ -84,7 +86,20 @@ local function new_base64()
     local full = #stripped - #stripped % 3
     return string.gsub(string.sub(stripped, 1, full), '...', memo) .. tails[string.sub(stripped, full + 1)]
   end
-  return base64, base64_embedded
+  -- A simple call's body, '[[' .. args .. '], {}' and the embed part, as two strings for the
+  -- caller's one concatenation: the groups of '[[' .. args, and the encoding of the rest.
+  local simple_tails = setmetatable({}, {__index = function(t, k)
+    local v = base64(k .. '], {}' .. EMBED)
+    rawset(t, k, v)
+    return v
+  end})
+  local function base64_simple(args)
+    local head = '[[' .. args
+    local full = #head - #head % 3
+    if full == #head then return (string.gsub(head, '...', memo)), simple_tails[''] end
+    return (string.gsub(string.sub(head, 1, full), '...', memo)), simple_tails[string.sub(head, full + 1)]
+  end
+  return base64, base64_embedded, base64_simple
 end
 
 local function unpack_uuid_once(v)
@@ -172,14 +187,19 @@ local function simple_args(args)
   end
 end
 
-local function simple_reprs(args)
-  -- Celery's argsrepr of a simple call's arguments (the codec's _simple_reprs); no token holds a
-  -- comma, so one token is one without any.
-  if args == '' then return '()' end
+local function simple_repr_parts(args)
+  -- Celery's argsrepr of a simple call's arguments (the codec's _simple_reprs) as its text and
+  -- its closing: '(' .. text .. closing. No token holds a comma, so one token is one without any.
+  if args == '' then return '', ')' end
   local text = args
   if string.find(text, '"', 1, true) then text = string.gsub(text, '"', "'") end
-  if not string.find(text, ',', 1, true) then return '(' .. text .. ',)' end
-  return '(' .. text .. ')'
+  if not string.find(text, ',', 1, true) then return text, ',)' end
+  return text, ')'
+end
+
+local function simple_reprs(args)
+  local text, closing = simple_repr_parts(args)
+  return '(' .. text .. closing
 end
 
 local function plain_body(body)
@@ -219,7 +239,7 @@ local function new_envelopes(routes, tag, shared_key)
   local steps, queues, exchanges = routes.steps, routes.queues, routes.exchanges
   local bindings = {}  -- exchange -> its binding rows, read once per call
   local serial = 0
-  local base64, base64_embedded = new_base64()
+  local base64, base64_embedded, base64_simple = new_base64()
   local json_ok = accept['application/json']
   local mode_text = tostring(routes.mode)
 
@@ -287,11 +307,6 @@ local function new_envelopes(routes, tag, shared_key)
     return out
   end
 
-  local function quoted(text)
-    if string.find(text, '[%c"\\]') then return cjson.encode(text) end
-    return '"' .. text .. '"'
-  end
-
   -- The list of priority 0; below the first step Kombu's bisect wraps around to the last one.
   local step0 = #steps
   for n = 1, #steps do if steps[n] <= 0 then step0 = n end end
@@ -302,65 +317,128 @@ local function new_envelopes(routes, tag, shared_key)
     return v
   end})
 
-  local function lane(task_id, raw, start)
-    -- The common entry (no extras: Celery's default headers and properties, the default
-    -- exchange), written as text: its JSON strings are copied as they are stored, so nothing is
-    -- decoded and encoded again. Returns nil when the entry is not of this form.
-    local args, kwargs
-    local task, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
-      '^%[5,("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),0,?(%d*)%]\n()', start)
-    local simple = task ~= nil  -- layout 5's simple call, the common entry: tried first
-    if not task then
-      task, origin, reply_to, mode, rk, args, kwargs, eta, body_at = string.match(raw,
-        '^%[[45],("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),("[^"]*"),("[^"]*"),?(%d*)%]\n()', start)
-    end
-    if not task then
-      task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
-        '^%[("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),?(%d*)%]\n()', start)
-    end
-    if not task or not json_ok or task == '""' or rk == '""' then return nil end
-    local escape = string.find(raw, '\\', start, true)
-    if escape and escape < body_at then return nil end  -- an escaped quote would have misled the match
+  -- The common entry (no extras: Celery's default headers and properties, the default exchange)
+  -- is written as text: its JSON strings are copied as they are stored, so nothing is decoded
+  -- and encoded again. Its envelope is the same text around a few values (the id, argsrepr and
+  -- kwargsrepr, the body, the ETA, the delivery tag): the rest, its shape, is made once per
+  -- call for each stored prefix (one per producer, task and queue).
+  local function make_shape(simple, task, origin, reply_to, mode, rk)
+    if not json_ok or task == '""' or rk == '""' then return false end
     local lists = queues[string.sub(rk, 2, -2)]
-    if not lists then return nil end
+    if not lists then return false end
     if string.byte(reply_to, 2) == 126 then  -- '~': a packed UUID
       reply_to = quoted_uuids[string.sub(reply_to, 2, -2)]
-      if not reply_to then return nil end
+      if not reply_to then return false end
     end
     if mode == '0' then mode = mode_text end
-    if string.find(raw, '[\128-\255]', body_at) then return nil end
-    local stored = string.sub(raw, body_at)
-    if simple then
-      -- Its tokens make the body a JSON list of them and an empty object: nothing to decode.
-      if not simple_args(stored) then return nil end
-      args, kwargs = '"' .. simple_reprs(stored) .. '"', '"{}"'
-      stored = '[[' .. stored .. '], {}'
-    else
-      local ok, data = pcall(cjson.decode, stored .. ']')
-      if not ok or type(data) ~= 'table' or data[3] ~= nil then return nil end
-      local a, k = data[1], data[2]
-      if type(a) ~= 'table' or type(k) ~= 'table' or (next(a) ~= nil and a[1] == nil) or k[1] ~= nil then
-        return nil
-      end
+    local after_args = ',"origin":' .. origin .. ',"ignore_result":false,' ..
+      '"replaced_task_nesting":0,"stamped_headers":null,"stamps":{}'
+    return {
+      simple = simple, list = lists[step0], after_args = after_args,
+      after_simple = ',"kwargsrepr":"{}"' .. after_args,
+      task = '","content-encoding":"utf-8","content-type":"application/json","headers":{"lang":"py","task":' ..
+        task .. ',"id":',
+      properties = ',"reply_to":' .. reply_to .. ',"delivery_mode":' .. mode ..
+        ',"priority":0,"body_encoding":"base64","delivery_tag":"' .. tag,
+      tail = '","delivery_info":{"exchange":"","routing_key":' .. rk .. '}}}',
+    }
+  end
+  local ROOT = ',"shadow":null,"eta":null,"expires":null,"group":null,"group_index":null,' ..
+    '"retries":0,"timelimit":[null,null],"root_id":'
+  local ARGSREPR = ',"parent_id":null,"argsrepr":'
+  local PROPERTIES_OPEN = '},"properties":{"correlation_id":'
+
+  -- The shared part of layouts 5 and 4 (model/codec.py shared_length), strings without escapes.
+  local PREFIX = '^%[[45],"[^"]*","[^"]*","[^"]*",%d+,"[^"]*",()'
+  local shapes = {}  -- prefix text -> its shape, or false when not of the common form
+  local function shape_of(prefix)
+    local shape = shapes[prefix]
+    if shape ~= nil then return shape end
+    shape = false
+    local layout, task, origin, reply_to, mode, rk = string.match(prefix,
+      '^%[([45]),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),$')
+    if layout and not string.find(prefix, '\\', 1, true) then
+      shape = make_shape(layout == '5', task, origin, reply_to, mode, rk)
     end
-    local zset_eta = ''
-    if eta ~= '' then zset_eta = ',"zset_eta":"' .. iso_us(tonumber(eta)) .. '"' end
-    local id = quoted(task_id)
+    shapes[prefix] = shape
+    return shape
+  end
+
+  local etas = setmetatable({}, {__index = function(t, k)  -- the moved ETA's header, per stored ETA
+    local v = k == '' and '' or (',"zset_eta":"' .. iso_us(tonumber(k)) .. '"')
+    rawset(t, k, v)
+    return v
+  end})
+
+  local function next_tag()  -- this call's next serial, the delivery tag after its prefix
     serial = serial + 1
-    return '{"body":"' .. base64_embedded(stored) ..
-      '","content-encoding":"utf-8","content-type":"application/json","headers":{"lang":"py","task":' ..
-      task .. ',"id":' .. id .. ',"shadow":null,"eta":null,"expires":null,"group":null,"group_index":null,' ..
-      '"retries":0,"timelimit":[null,null],"root_id":' .. id .. ',"parent_id":null,"argsrepr":' .. args ..
-      ',"kwargsrepr":' .. kwargs .. ',"origin":' .. origin .. ',"ignore_result":false,' ..
-      '"replaced_task_nesting":0,"stamped_headers":null,"stamps":{}' .. zset_eta ..
-      '},"properties":{"correlation_id":' .. id .. ',"reply_to":' .. reply_to .. ',"delivery_mode":' .. mode ..
-      ',"priority":0,"body_encoding":"base64","delivery_tag":"' .. tag .. string.format('%012x', serial) ..
-      '","delivery_info":{"exchange":"","routing_key":' .. rk .. '}}}', lists[step0]
+    if serial < 65536 then return '00000000' .. HEX[math.floor(serial / 256)] .. HEX[serial % 256] end
+    return string.format('%012x', serial)
+  end
+
+  local function plain_text(member, shape, args, kwargs, eta, stored)
+    -- argsrepr and kwargsrepr as stored, and a body the worker decodes as [args, kwargs, embed].
+    local ok, data = pcall(cjson.decode, stored .. ']')
+    if not ok or type(data) ~= 'table' or data[3] ~= nil then return nil end
+    local a, k = data[1], data[2]
+    if type(a) ~= 'table' or type(k) ~= 'table' or (next(a) ~= nil and a[1] == nil) or k[1] ~= nil then
+      return nil
+    end
+    local id = id_quoted(member)
+    return '{"body":"' .. base64_embedded(stored) .. shape.task .. id .. ROOT .. id .. ARGSREPR .. args ..
+      ',"kwargsrepr":' .. kwargs .. shape.after_args .. etas[eta] .. PROPERTIES_OPEN .. id ..
+      shape.properties .. next_tag() .. shape.tail, shape.list
+  end
+
+  local function shaped(member, shape, raw, at)
+    -- The rest of an entry of this shape, from `at`: a simple call's 0 (its body only the
+    -- arguments' text), or argsrepr and kwargsrepr; then an optional ETA and the body.
+    local eta, body_at = string.match(raw, '^0,([1-9]%d*)%]\n()', at)
+    if not eta then
+      body_at = string.match(raw, '^0%]\n()', at)
+      eta = ''
+    end
+    if body_at then
+      if not shape.simple then return nil end
+      local args = string.sub(raw, body_at)
+      -- Its tokens (printable ASCII) make the body a JSON list of them and an empty object.
+      if not simple_args(args) then return nil end
+      local text, closing = simple_repr_parts(args)
+      local groups, rest = base64_simple(args)
+      local id = id_quoted(member)
+      return '{"body":"' .. groups .. rest .. shape.task .. id .. ROOT .. id .. ARGSREPR .. '"(' .. text ..
+        closing .. '"' .. shape.after_simple .. etas[eta] .. PROPERTIES_OPEN .. id .. shape.properties ..
+        next_tag() .. shape.tail, shape.list
+    end
+    local args, kwargs
+    args, kwargs, eta, body_at = string.match(raw, '^("[^"]*"),("[^"]*"),([1-9]%d*)%]\n()', at)
+    if not args then
+      args, kwargs, body_at = string.match(raw, '^("[^"]*"),("[^"]*")%]\n()', at)
+      if not args then return nil end
+      eta = ''
+    end
+    local escape = string.find(raw, '\\', at, true)
+    if escape and escape < body_at then return nil end  -- an escaped quote would have misled the match
+    if string.find(raw, '[\128-\255]', body_at) then return nil end
+    return plain_text(member, shape, args, kwargs, eta, string.sub(raw, body_at))
+  end
+
+  local function legacy(member, raw, start)
+    -- Layout 2 (task, argsrepr, kwargsrepr, origin, reply_to, delivery mode, routing key, ETA).
+    local task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
+      '^%[("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),?(%d*)%]\n()', start)
+    if not task then return nil end
+    local escape = string.find(raw, '\\', start, true)
+    if escape and escape < body_at then return nil end
+    if string.find(raw, '[\128-\255]', body_at) then return nil end
+    local shape = make_shape(false, task, origin, reply_to, mode, rk)
+    if not shape then return nil end
+    return plain_text(member, shape, args, kwargs, eta, string.sub(raw, body_at))
   end
 
   local prefixes = {}  -- shared prefix id -> its bytes (false: the shard does not have it), per call
 
-  local function build(task_id, value)
+  local function build(member, value)
     local start = (string.byte(value, 1) == 1 and #value >= 11) and 12 or 1
     if string.byte(value, start) == 2 then
       local sid = string.sub(value, start + 1, start + 8)
@@ -370,11 +448,25 @@ local function new_envelopes(routes, tag, shared_key)
         prefixes[sid] = prefix
       end
       if not prefix then return nil end  -- the generic path dead-letters it
+      local shape = shape_of(prefix)
+      if shape then
+        local text, list = shaped(member, shape, value, start + 9)
+        if text then return text, list end
+      end
       value = prefix .. string.sub(value, start + 9)
       start = 1
+    else
+      local after = string.match(value, PREFIX, start)
+      local text, list
+      if after then
+        local shape = shape_of(string.sub(value, start, after - 1))
+        if shape then text, list = shaped(member, shape, value, after) end
+      else
+        text, list = legacy(member, value, start)
+      end
+      if text then return text, list end
     end
-    local fast_text, fast_key = lane(task_id, value, start)
-    if fast_text then return fast_text, fast_key end
+    local task_id = id_text(member)
     local raw = value
     if start == 12 then raw = string.sub(raw, 12) end
     local nl = string.find(raw, '\n', 1, true)
@@ -475,9 +567,8 @@ local function new_envelopes(routes, tag, shared_key)
       if not lists then return nil end
       keys[n] = lists[step]
     end
-    serial = serial + 1
     p.body_encoding = 'base64'
-    p.delivery_tag = tag .. string.format('%012x', serial)
+    p.delivery_tag = tag .. next_tag()
     p.delivery_info = {exchange = exchange, routing_key = routing_key}
     local envelope = {body = base64(body), ['content-encoding'] = content_encoding,
                       ['content-type'] = content_type, headers = h, properties = p}
@@ -486,5 +577,29 @@ local function new_envelopes(routes, tag, shared_key)
     return text, keys
   end
 
-  return {build = build}
+  local function build_all(members, values, n)
+    -- build() of every entry i <= n with values[i] set: {envelope or nil}, {targets or nil}. One
+    -- pcall around them all; after an error, one per entry, each failing one left as stored.
+    local built, targets = {}, {}
+    local ok = pcall(function()
+      for i = 1, n do
+        if values[i] then built[i], targets[i] = build(members[i], values[i]) end
+      end
+    end)
+    if ok then return built, targets end
+    built, targets = {}, {}
+    for i = 1, n do
+      if values[i] then
+        local fine, envelope, where = pcall(build, members[i], values[i])
+        if fine then
+          built[i], targets[i] = envelope, where
+        else
+          redis.log(redis.LOG_WARNING, 'zset envelope builder: entry left to the generic path: ' .. tostring(envelope))
+        end
+      end
+    end
+    return built, targets
+  end
+
+  return {build = build, build_all = build_all}
 end

@@ -4,6 +4,7 @@
   wrote (format 4 and before) is the 36-character text, also for a UUID.
 
   id_text(member): the id's text (a packed member formatted as the UUID; any other as it is).
+  id_quoted(member): the id's text as a JSON string.
   legacy_of(member): for a packed member, the text member an older version stored the same id
   as (to look for it too), else nil.
   other_form(member): the other member the same id may be stored as: a packed one's text, a
@@ -30,11 +31,21 @@ local HEX = {[0] = '00',
   'e1', 'e2', 'e3', 'e4', 'e5', 'e6', 'e7', 'e8', 'e9', 'ea', 'eb', 'ec', 'ed', 'ee', 'ef', 'f0',
   'f1', 'f2', 'f3', 'f4', 'f5', 'f6', 'f7', 'f8', 'f9', 'fa', 'fb', 'fc', 'fd', 'fe', 'ff'}
 
+local function hex_id(member, open, close)
+  local b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16 = string.byte(member, 2, 17)
+  return open .. HEX[b1] .. HEX[b2] .. HEX[b3] .. HEX[b4] .. '-' .. HEX[b5] .. HEX[b6] .. '-' .. HEX[b7] .. HEX[b8]
+    .. '-' .. HEX[b9] .. HEX[b10] .. '-' .. HEX[b11] .. HEX[b12] .. HEX[b13] .. HEX[b14] .. HEX[b15] .. HEX[b16] .. close
+end
+
 local function id_text(member)
   if #member ~= 17 or string.byte(member, 1) ~= 255 then return member end
-  local b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16 = string.byte(member, 2, 17)
-  return HEX[b1] .. HEX[b2] .. HEX[b3] .. HEX[b4] .. '-' .. HEX[b5] .. HEX[b6] .. '-' .. HEX[b7] .. HEX[b8]
-    .. '-' .. HEX[b9] .. HEX[b10] .. '-' .. HEX[b11] .. HEX[b12] .. HEX[b13] .. HEX[b14] .. HEX[b15] .. HEX[b16]
+  return hex_id(member, '', '')
+end
+
+local function id_quoted(member)
+  if #member == 17 and string.byte(member, 1) == 255 then return hex_id(member, '"', '"') end
+  if string.find(member, '[%c"\\]') then return cjson.encode(member) end
+  return '"' .. member .. '"'
 end
 
 local function legacy_of(member)
