@@ -18,10 +18,12 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 import celery_zset_scheduler
+from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
+from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.built import BuiltHandOff
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 
-from ..support.helpers import BROKER_DB, AppFactory, wait_for
+from ..support.helpers import BROKER_DB, AppFactory, built_message, publish_by_hand, wait_for
 from .test_fast_path import (
     GENERIC_CASES,
     QUEUES,
@@ -213,5 +215,37 @@ def test_a_dispatcher_started_while_the_broker_is_down_waits_for_it(apps: AppFac
         broker = broker_server.client()
         wait_for(lambda: {json.loads(m)["headers"]["id"] for m in broker.lrange("celery", 0, -1)} == set(ids),
                  timeout=30, what="every task in the queue once the broker is back")
+    finally:
+        broker_server.close()
+
+
+def test_with_the_broker_down_each_attempt_gives_up_at_once(apps: AppFactory) -> None:
+    """Deciding the route tables and publishing try to connect once, briefly: a pass never waits
+    out Kombu's own connection retries (~6 s each), longer than a shard's lease."""
+    from celery_zset_scheduler.celery.publishers.built_routes import BuiltRoutes
+    from celery_zset_scheduler.celery.publishers.fast_routes import FastRoutes
+    from celery_zset_scheduler.celery.publishers.reach import CONNECT_WITHIN_S
+    from celery_zset_scheduler.testing import RedisServer
+
+    broker_server = RedisServer().start()
+    try:
+        ours = apps(broker_url=broker_server.url, task_queues=QUEUES)
+        message = built_message(ours.tasks["t.record"], kwargs={"tag": 1}, countdown=60)
+        broker_server.stop(kill=True)
+        store = installation_for(ours).store.client
+        attempts: list[tuple[str, Any, float]] = []
+        for name, attempt in [
+            ("fast routes", FastRoutes(ours, store, {"application/json"})),
+            ("built routes", BuiltRoutes(ours, {"application/json"})),
+            ("publish", lambda: publish_by_hand(KombuPublisher(ours), [message])),
+        ]:
+            started = time.monotonic()
+            result = attempt()
+            attempts.append((name, result, time.monotonic() - started))
+        (_, fast, _), (_, built, _), (_, report, _) = attempts
+        assert fast is None and built is None  # undecided: tried again later
+        assert report.published == 0 and report.error is not None  # the dispatcher releases the batch
+        slow = [(name, round(took, 2)) for name, _, took in attempts if took > CONNECT_WITHIN_S + 1.0]
+        assert not slow, slow
     finally:
         broker_server.close()

@@ -18,6 +18,7 @@ from kombu.transport.redis import Channel as RedisChannel
 
 from ...store.built import BuiltTable
 from .fast_routes import Decided, _expiring
+from .reach import reachable
 
 
 class BuiltRoutes(Decided[BuiltTable]):
@@ -32,6 +33,7 @@ class BuiltRoutes(Decided[BuiltTable]):
 
     def _build(self) -> BuiltTable | None:
         with self.app.producer_or_acquire() as producer:
+            reachable(producer)
             channel = producer.channel
             if type(channel) is not RedisChannel or channel.body_encoding != "base64":
                 return None

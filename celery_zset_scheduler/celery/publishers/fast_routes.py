@@ -23,6 +23,7 @@ from kombu.transport.redis import Channel as RedisChannel
 
 from ...model.logs import log_event
 from ...store.fastpath import FAST_PUSH, Routes
+from .reach import reachable
 
 RETRY_AFTER_S = 5.0  # after a failed detection (the broker was unreachable), try again this much later
 ROUTED_TYPES = ("direct", "topic")
@@ -83,6 +84,7 @@ class FastRoutes(Decided[Routes]):
 
     def _build(self) -> Routes | None:
         with self.app.producer_or_acquire() as producer:
+            reachable(producer)
             channel = producer.channel
             if type(channel) is not RedisChannel or channel.body_encoding != "base64":
                 return None

@@ -28,6 +28,7 @@ from ...dispatch.handoff import Built, Guard, Outgoing, PublishReport
 from ...model.codec import StoredMessage
 from . import redis_queue
 from .envelope import outgoing
+from .reach import reachable
 from .templates import Templates
 
 # Properties that Producer.publish takes as arguments of their own.
@@ -55,6 +56,7 @@ class KombuPublisher:
         messages = [o.message for o in batch]
         try:
             with self.app.producer_or_acquire() as producer:
+                reachable(producer)
                 self._declare_exchanges(producer, messages)
                 if messages and redis_queue.can_publish(producer, messages):
                     self._declare(producer, messages)
@@ -87,6 +89,7 @@ class KombuPublisher:
         messages = [o.message for o in batch if isinstance(o, Outgoing)]
         try:
             with self.app.producer_or_acquire() as producer:
+                reachable(producer)
                 self._declare_exchanges(producer, messages)
                 if not redis_queue.can_publish(producer, messages):
                     return None
