@@ -44,10 +44,6 @@ def pack(commands: Sequence[tuple[Any, ...]]) -> bytes | None:
     return b"".join(out)
 
 
-class _Incomplete(Exception):
-    """The buffer ends inside a reply: read more."""
-
-
 def exchange(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any] | None:
     """The replies to ``commands`` sent at once, in order, each a value or the error it met; None
     when an argument is of a type the packer leaves to redis-py (nothing was sent)."""
@@ -84,13 +80,17 @@ def _read_one(conn: Any) -> Any:
 
 
 class _Reader:
+    """Replies parsed off one buffer that grows as the socket delivers: a reply that arrives in
+    pieces is parsed once, each element as soon as its bytes are in (never parsed again from its
+    start when the next piece comes)."""
+
     def __init__(self, sock: socket.socket, parser: Any) -> None:
         self.sock = sock
         self.parser = parser  # for redis-py's error classes
         self.buf = b""
 
-    def _more(self, start: int) -> None:
-        """Keep the buffer from ``start`` and add what the socket has."""
+    def _more(self) -> bytes:
+        """The buffer with what the socket has added to it (positions in it stay valid)."""
         try:
             chunk = self.sock.recv(CHUNK)
         except TimeoutError as exc:
@@ -99,70 +99,57 @@ class _Reader:
             raise redis.ConnectionError(f"Error while reading from socket: {exc}") from exc
         if not chunk:
             raise redis.ConnectionError("Connection closed by server.")
-        self.buf = self.buf[start:] + chunk
+        self.buf += chunk
+        return self.buf
+
+    def _line(self, pos: int) -> int:
+        """The position of the CRLF ending the line at ``pos``, read in if need be."""
+        nl = self.buf.find(b"\r\n", pos)
+        while nl < 0:
+            start = max(pos, len(self.buf) - 1)  # a CR at the end may be the new data's CRLF
+            nl = self._more().find(b"\r\n", start)
+        return nl
+
+    def _upto(self, end: int) -> bytes:
+        """The buffer, holding at least ``end`` bytes."""
+        buf = self.buf
+        while len(buf) < end:
+            buf = self._more()
+        return buf
 
     def replies(self, count: int) -> list[Any]:
         out: list[Any] = []
         pos = 0
         while len(out) < count:
-            try:
-                value, end = self._parse(self.buf, pos)
-            except _Incomplete:
-                self._more(pos)
+            if pos >= len(self.buf):
+                self._more()
+            if pos > CHUNK:  # drop the replies read: what is kept is at most one reply and a read
+                self.buf = self.buf[pos:]
                 pos = 0
-                continue
-            if self.buf[pos] != 62:  # not a push message
+            push = self.buf[pos] == 62
+            value, pos = self._parse(pos)
+            if not push:
                 out.append(value)
-            pos = end
         if pos != len(self.buf):  # more than was asked for: the connection is out of step
             raise redis.ConnectionError("unexpected data after the replies")
         return out
 
-    def _parse(self, buf: bytes, pos: int) -> tuple[Any, int]:
-        nl = buf.find(b"\r\n", pos)
-        if nl < 0:
-            raise _Incomplete
+    def _parse(self, pos: int) -> tuple[Any, int]:
+        nl = self._line(pos)
+        buf = self.buf
         kind = buf[pos]
         if kind == 36:  # $ bulk string
             n = int(buf[pos + 1:nl])
             if n < 0:
                 return None, nl + 2
             end = nl + 2 + n
-            if end + 2 > len(buf):
-                raise _Incomplete
+            buf = self._upto(end + 2)
             return buf[nl + 2:end], end + 2
         if kind in (42, 126, 62):  # * array, ~ set, > push
             n = int(buf[pos + 1:nl])
             if n < 0:
                 return None, nl + 2
-            pos = nl + 2
-            items: list[Any] = []
-            append = items.append
-            for _ in range(n):
-                if pos < len(buf) and buf[pos] == 36:  # a bulk string, inline (most elements)
-                    nl = buf.find(b"\r\n", pos)
-                    if nl < 0:
-                        raise _Incomplete
-                    size = int(buf[pos + 1:nl])
-                    if size < 0:
-                        append(None)
-                        pos = nl + 2
-                        continue
-                    end = nl + 2 + size
-                    if end + 2 > len(buf):
-                        raise _Incomplete
-                    append(buf[nl + 2:end])
-                    pos = end + 2
-                elif pos < len(buf) and buf[pos] == 58:  # an integer, inline (claim_built's list numbers)
-                    nl = buf.find(b"\r\n", pos)
-                    if nl < 0:
-                        raise _Incomplete
-                    append(int(buf[pos + 1:nl]))
-                    pos = nl + 2
-                else:
-                    value, pos = self._parse(buf, pos)
-                    append(value)
-            return items, pos
+            return self._array(n, nl + 2)
         if kind == 58 or kind == 40:  # : integer, ( big number
             return int(buf[pos + 1:nl]), nl + 2
         if kind == 43:  # + simple string
@@ -178,9 +165,7 @@ class _Reader:
         if kind == 61 or kind == 33:  # = verbatim string (its 4-byte format first), ! bulk error
             n = int(buf[pos + 1:nl])
             end = nl + 2 + n
-            if end + 2 > len(buf):
-                raise _Incomplete
-            data = buf[nl + 2:end]
+            data = self._upto(end + 2)[nl + 2:end]
             if kind == 33:
                 return self.parser.parse_error(data.decode("utf-8", errors="replace")), end + 2
             return data[4:], end + 2
@@ -189,9 +174,40 @@ class _Reader:
             pos = nl + 2
             mapping: dict[Any, Any] = {}
             for _ in range(n):
-                key, pos = self._parse(buf, pos)
-                mapping[key], pos = self._parse(buf, pos)
+                key, pos = self._parse(pos)
+                mapping[key], pos = self._parse(pos)
             if kind == 124:
-                return self._parse(buf, pos)
+                return self._parse(pos)
             return mapping, pos
         raise redis.ConnectionError(f"unexpected reply type {chr(kind)!r}")
+
+    def _array(self, n: int, pos: int) -> tuple[list[Any], int]:
+        """The ``n`` elements from ``pos``: bulk strings and integers (most elements of a claim's
+        reply) read inline while their bytes are in, anything else (or at the buffer's end) by
+        :meth:`_parse`."""
+        buf = self.buf
+        size = len(buf)
+        find = buf.find
+        items: list[Any] = []
+        append = items.append
+        for _ in range(n):
+            if pos < size:
+                kind = buf[pos]
+                nl = find(b"\r\n", pos)
+                if kind == 36 and nl > 0:  # a bulk string
+                    length = int(buf[pos + 1:nl])
+                    end = nl + 2 + length
+                    if length >= 0 and end + 2 <= size:
+                        append(buf[nl + 2:end])
+                        pos = end + 2
+                        continue
+                elif kind == 58 and nl > 0:  # an integer (claim_built's list numbers)
+                    append(int(buf[pos + 1:nl]))
+                    pos = nl + 2
+                    continue
+            value, pos = self._parse(pos)
+            append(value)
+            buf = self.buf
+            size = len(buf)
+            find = buf.find
+        return items, pos
