@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
+from itertools import repeat
 from typing import Any, NamedTuple
 
-from ..model.ids import member, task_id_of
+from ..model.ids import member, task_id_of, task_ids_of
 from ..model.keys import KeySpace
 from .pending import Store
 from .scripts import Call, ScriptDef, as_int
 from .shared import Shared
-from .values import UNSTAMPED, Arrival, split
+from .values import UNSTAMPED, Arrival, split_all
 
 CLAIM = ScriptDef(
     "claim", ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen"),
@@ -84,6 +86,10 @@ class ClaimPass:
     unacked: list[Claimed]
 
 
+#: A Claimed from the tuple of its fields, without a Python call (its generated ``__new__`` is one).
+_new_claimed = partial(tuple.__new__, Claimed)
+
+
 def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_wait_ms: int,
                wake_ttl_ms: int, shared: Shared | None = None) -> Call[ClaimResult]:
     """``max_wait_ms``: the leader claims again at the earliest due entry or after this long,
@@ -97,21 +103,28 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
 
 
 def parse_claim(reply: Any, shard: int, shared: Shared | None) -> ClaimResult:
-    """A claim script's reply; an 11th element (claim_built's) numbers the entries built."""
+    """A claim script's reply; an 11th element (claim_built's) numbers the entries built. Made
+    column by column, each entry's named tuple in C (a claim returns up to a batch of entries)."""
     if int(reply[0]) == 0:
         return ClaimResult(True, 0, None, [])
-    _, now, nxt, ids, scores, payloads, deadline, orphans, revoked, gen = reply[:10]
-    built = reply[10] if len(reply) > 10 else None
-    entries = []
+    _, now, nxt, ids, scores, values, deadline, orphans, revoked, gen = reply[:10]
+    if not len(ids) == len(scores) == len(values):
+        raise ValueError(f"a claim reply of {len(ids)} ids, {len(scores)} scores and {len(values)} values")
+    targets = reply[10] if len(reply) > 10 else [0] * len(ids)
+    if len(targets) != len(ids):
+        raise ValueError(f"a claim reply of {len(ids)} ids and {len(targets)} list numbers")
+    arrivals, payloads = split_all(values)
+    if shared is not None and any(p[:1] == b"\x02" for p in payloads):  # a shared prefix: put it back
+        expand = shared.expand
+        payloads = [(expand(p) or p) if t == 0 and p[:1] == b"\x02" else p
+                    for p, t in zip(payloads, targets, strict=True)]
+    try:
+        dues = list(map(int, scores))
+    except ValueError:  # a score Redis wrote as a float
+        dues = [int(s) if s.isdigit() else int(float(s)) for s in scores]
     lease, generation = int(deadline), int(gen)
-    expand = shared.expand if shared is not None else None
-    for n, (i, s, value) in enumerate(zip(ids, scores, payloads, strict=True)):
-        arrival, payload = split(value)
-        target = built[n] if built is not None else 0
-        if target == 0 and expand is not None and payload[:1] == b"\x02":  # a shared prefix: put it back
-            payload = expand(payload) or payload
-        entries.append(Claimed(task_id_of(i), int(s) if s.isdigit() else int(float(s)), payload, shard, lease,
-                               arrival, generation, i, target))
+    entries = list(map(_new_claimed, zip(task_ids_of(ids), dues, payloads, repeat(shard), repeat(lease),
+                                         arrivals, repeat(generation), ids, targets)))
     next_due = int(float(nxt))
     return ClaimResult(False, int(now), None if next_due < 0 else next_due, entries,
                        [task_id_of(o) for o in orphans], [task_id_of(r) for r in revoked], generation)

@@ -26,22 +26,31 @@ _PURE_PARSERS = frozenset({"_RESP2Parser", "_RESP3Parser"})
 
 def pack(commands: Sequence[tuple[Any, ...]]) -> bytes | None:
     """The RESP form of ``commands`` when every argument is bytes, str or int (what script calls
-    pass), else None (redis-py packs them then): a few µs instead of redis-py's generic packing."""
+    pass), else None (redis-py packs them then): a few µs instead of redis-py's generic packing.
+    Bytes (most arguments: envelopes, members) are packed in the comprehension itself."""
     out: list[bytes] = []
-    for command in commands:
-        out.append(b"*%d\r\n" % len(command))
-        for arg in command:
-            kind = type(arg)
-            if kind is bytes:
-                value = arg
-            elif kind is str:
-                value = arg.encode("utf-8")
-            elif kind is int:
-                value = b"%d" % arg
-            else:
-                return None
-            out.append(b"$%d\r\n%b\r\n" % (len(value), value))
+    try:
+        for command in commands:
+            out.append(b"*%d\r\n" % len(command))
+            out += [b"$%d\r\n%b\r\n" % (len(arg), arg) if type(arg) is bytes else _packed(arg) for arg in command]
+    except _Unpackable:
+        return None
     return b"".join(out)
+
+
+class _Unpackable(Exception):
+    """An argument of a type :func:`pack` leaves to redis-py."""
+
+
+def _packed(arg: Any) -> bytes:
+    kind = type(arg)
+    if kind is str:
+        value = arg.encode("utf-8")
+    elif kind is int:
+        value = b"%d" % arg
+    else:
+        raise _Unpackable
+    return b"$%d\r\n%b\r\n" % (len(value), value)
 
 
 def exchange(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any] | None:

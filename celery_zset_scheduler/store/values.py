@@ -28,6 +28,14 @@ def split(value: bytes) -> tuple[Arrival, bytes]:
     return UNSTAMPED, value
 
 
+def split_all(values: list[bytes]) -> tuple[list[Arrival], list[bytes]]:
+    """:func:`split` of each value: their stamps, and their messages (comprehensions: no call a value)."""
+    unpack, mark = _STAMP.unpack_from, b"\x01"
+    arrivals = [unpack(v, 1) if v[:1] == mark and len(v) >= STAMP_BYTES else UNSTAMPED for v in values]
+    messages = [v[STAMP_BYTES:] if v[:1] == mark and len(v) >= STAMP_BYTES else v for v in values]
+    return arrivals, messages
+
+
 def payload(value: bytes | None) -> bytes | None:
     """The encoded message of a stored value, without its stamp."""
     return None if value is None else split(value)[1]
