@@ -14,17 +14,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
+from itertools import repeat
+from operator import attrgetter
 
 from ..errors import ZSetSchedulerError
 from ..store.built import BuiltTable, claim_built_many
-from ..store.claims import Claimed, ClaimPass, Fence
-from .generic import Check, GenericHandOff, Item, Revoked
+from ..store.claims import ClaimPass, Fence
+from .generic import Check, Claim, GenericHandOff, Item, Revoked
 from .handoff import Built, BuiltPublisher, Env, Outgoing, Publisher
 
 #: The table to build envelopes for, or None for the plain generic claim this pass (the broker is
 #: not Kombu's Redis transport, or could not be reached). The Celery layer builds it from Kombu.
 TableSource = Callable[[], "BuiltTable | None"]
 
+#: Fields of every built entry read in C, and its Built and Item made in C (their generated
+#: ``__new__`` is a Python call: one an entry, at up to a batch of entries a claim).
+_BUILT_FOR, _TASK_ID, _PAYLOAD = attrgetter("built_for"), attrgetter("task_id"), attrgetter("payload")
+_BUILT = attrgetter("built")
+_new_built = partial(tuple.__new__, Built)
+_new_item = partial(tuple.__new__, Item)
 
 #: The publisher of built envelopes and the source of tables; the fast path's hand-off takes one
 #: (:func:`.fastpath.fast`), as its fallback when the broker is not the store's database.
@@ -50,23 +59,29 @@ class BuiltHandOff(GenericHandOff):
             wake_ttl_ms=int((config.max_interval + config.lock_timeout) * 1000), ack=self._to_ack,
         )
 
-    def _decode(self, entries: list[tuple[Claimed, Fence]], claimed_at: float) -> list[Item]:
-        """The built entries as they are (not decoded: their envelope is ready), the rest decoded."""
+    def _decode(self, claims: list[Claim], claimed_at: float) -> list[Item]:
+        """The built entries as they are (not decoded: their envelope is ready), the rest decoded.
+        Each built entry's Built and Item are made in C, a claim at a time (no Python call an entry)."""
         table = self._table
         if table is None:
-            return super()._decode(entries, claimed_at)
+            return super()._decode(claims, claimed_at)
         lists = table.lists
         items: list[Item] = []
-        stored: list[tuple[Claimed, Fence]] = []
-        for entry, fence in entries:
-            number = entry.built_for
-            if not number:
-                stored.append((entry, fence))
-            elif 0 < number <= len(lists):
-                built = Built(entry.task_id, entry.shard, entry.payload, lists[number - 1])
-                items.append(Item(entry, None, fence, claimed_at, built))
-            else:
-                raise ZSetSchedulerError(f"claim_built named list {number}, not in the table it was given")
+        stored: list[Claim] = []
+        for entries, fence in claims:
+            numbers = list(map(_BUILT_FOR, entries))
+            if 0 in numbers:
+                stored.append(([e for e in entries if not e.built_for], fence))
+                entries = [e for e in entries if e.built_for]
+                numbers = [n for n in numbers if n]
+            if not entries:
+                continue
+            if min(numbers) < 1 or max(numbers) > len(lists):
+                wrong = next(n for n in numbers if not 0 < n <= len(lists))
+                raise ZSetSchedulerError(f"claim_built named list {wrong}, not in the table it was given")
+            built = map(_new_built, zip(map(_TASK_ID, entries), repeat(fence.shard), map(_PAYLOAD, entries),
+                                        [lists[n - 1] for n in numbers]))
+            items += map(_new_item, zip(entries, repeat(None), repeat(fence), repeat(claimed_at), built))
         self.prebuilt += len(items)
         return items + super()._decode(stored, claimed_at) if stored else items
 
@@ -94,10 +109,13 @@ class BuiltHandOff(GenericHandOff):
 
 def handed(items: Sequence[Item]) -> list[Outgoing | Built]:
     """What the publisher gets for each item: its built envelope, else its message."""
-    batch: list[Outgoing | Built] = []
+    batch: list[Outgoing | Built | None] = list(map(_BUILT, items))
+    if None not in batch:  # all built (read in C)
+        return batch  # type: ignore[return-value]
+    mixed: list[Outgoing | Built] = []
     for i in items:
         if i.built is not None:
-            batch.append(i.built)
+            mixed.append(i.built)
         elif i.message is not None:
-            batch.append(Outgoing(i.message, i.entry.shard))
-    return batch
+            mixed.append(Outgoing(i.message, i.entry.shard))
+    return mixed

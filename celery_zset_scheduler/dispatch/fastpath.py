@@ -21,10 +21,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from ..store.claims import Claimed, Fence
+from ..store.claims import Fence
 from ..store.fastpath import FastResult, Routes, fast_push_many
 from .built import BuiltHandOff, Lane
-from .generic import Check, Revoked
+from .generic import Check, Claim, Revoked
 from .handoff import Env, HandOffFactory, Pass, Publisher, ShardPass
 
 #: The route table to push with, or None to take the generic path for this pass (the broker is
@@ -47,7 +47,7 @@ class FastHandOff(BuiltHandOff):
         self.pushed = 0  # entries the script moved into the queue lists
         self.left = 0  # entries it left to the generic path
 
-    def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[tuple[Claimed, Fence]], list[tuple[int, int]]]:
+    def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
         table = self.routes()
         if table is None:
             return super()._claim(fences)
@@ -61,7 +61,7 @@ class FastHandOff(BuiltHandOff):
         self._to_ack = list(unacked)
         answered_at = time.monotonic()
         shards: dict[int, ShardPass] = {}
-        entries: list[tuple[Claimed, Fence]] = []
+        entries: list[Claim] = []
         cutoffs: list[tuple[int, int]] = []
         pushed: dict[int, int] = {}
         lateness: list[int] = []
@@ -85,7 +85,7 @@ class FastHandOff(BuiltHandOff):
                 pushed[fence.shard] = len(result.pushed_due_ms)
                 self.pushed += len(result.pushed_due_ms)
                 lateness += [claim.now_ms - d for d in result.pushed_due_ms]
-            entries += [(e, fence) for e in claim.entries]
+            entries.append((claim.entries, fence))
             cutoffs.append((self._fast_covered(result), fence.shard))
         if pushed:
             self.env.meter.add(pushed)

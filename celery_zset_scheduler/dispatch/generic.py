@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import NamedTuple
@@ -35,15 +35,21 @@ from ..model.codec import StoredMessage, decode
 from ..model.letters import DeadLetter
 from ..model.logs import describe, log_event
 from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
-from ..store.revokes import revoked_since
+from ..store.revokes import changed_since, revoked_among
 from .handoff import Built, Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
 
 #: An item's hand-off order (its entry's ``order``), read in C: the sort's key for every entry.
 _HAND_OFF_ORDER = attrgetter("entry.due_ms", "entry.arrival")
+#: Fields read off every item or entry of a batch in C (``map``): no Python call an entry.
+_ENTRY, _FENCE, _CLAIMED_AT = attrgetter("entry"), attrgetter("fence"), attrgetter("claimed_at")
+_SHARD, _DUE = attrgetter("shard"), attrgetter("due_ms")
+_SHARD_GEN = attrgetter("entry.shard", "entry.revoke_gen")
 #: Why a worker would discard a message (None: it would run it); the Celery layer provides it.
 Check = Callable[[StoredMessage], "str | None"]
 #: Told the ids dropped because they were revoked (the Celery layer marks their results revoked).
 Revoked = Callable[[list[str]], None]
+#: A shard's claimed entries and the fence of the claim (a claim returns up to a batch of them).
+Claim = tuple[list[Claimed], Fence]
 
 
 class Item(NamedTuple):
@@ -94,11 +100,15 @@ class LeaseGuard:
         return self._env.claims.store.client
 
     def revoked(self, batch: Sequence[Outgoing | Built]) -> frozenset[int]:
-        by_shard: dict[int, list[str]] = defaultdict(list)
+        client, keys = self._env.claims.store.client, self._env.claims.keys
+        changed = changed_since(client, keys, {s: self._gens.get(s, -1) for s in set(map(_SHARD, batch))})
+        if not changed:  # the ids are gathered only for shards revoked in since the claim
+            return frozenset()
+        by_shard: dict[int, list[str]] = {s: [] for s in changed}
         for o in batch:
-            by_shard[o.shard].append(o.task_id)
-        claimed = {s: (self._gens.get(s, -1), ids) for s, ids in by_shard.items()}
-        found = revoked_since(self._env.claims.store.client, self._env.claims.keys, claimed)
+            if o.shard in changed:
+                by_shard[o.shard].append(o.task_id)
+        found = revoked_among(client, keys, by_shard)
         return frozenset(i for i, o in enumerate(batch) if (o.shard, o.task_id) in found)
 
     def revoke_key(self, shard: int) -> str:
@@ -148,9 +158,9 @@ class GenericHandOff:
 
     def _guard(self, ready: list[Item]) -> LeaseGuard:
         gens: dict[int, int] = {}
-        for i in ready:
-            gens[i.entry.shard] = min(i.entry.revoke_gen, gens.get(i.entry.shard, i.entry.revoke_gen))
-        return LeaseGuard(self.env, {i.entry.shard: i.fence for i in ready}, gens)
+        for shard, gen in set(map(_SHARD_GEN, ready)):  # a few pairs: the claims in the batch
+            gens[shard] = min(gen, gens.get(shard, gen))
+        return LeaseGuard(self.env, dict(zip(map(_SHARD, map(_ENTRY, ready)), map(_FENCE, ready), strict=True)), gens)
 
     def _hand_over(self, ready: list[Item]) -> BaseException | None:
         """Publish ``ready`` and settle the report; the outage that stopped it, if any."""
@@ -183,7 +193,7 @@ class GenericHandOff:
 
     # -- the steps ------------------------------------------------------------------------------
 
-    def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[tuple[Claimed, Fence]], list[tuple[int, int]]]:
+    def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
         """One round trip: the held-back acks, then a claim on every shard. Returns the pass, the
         claimed entries and, per shard claimed, ``(covered, shard)``: the latest due time that
         claim took everything up to (the pass may publish up to the smallest of them)."""
@@ -192,7 +202,7 @@ class GenericHandOff:
         self._to_ack = list(claimed.unacked)  # acks that failed go again with the next claim
         answered_at = time.monotonic()
         shards: dict[int, ShardPass] = {}
-        entries: list[tuple[Claimed, Fence]] = []
+        entries: list[Claim] = []
         cutoffs: list[tuple[int, int]] = []
         for fence in fences:
             result = claimed.results[fence.shard]
@@ -208,7 +218,7 @@ class GenericHandOff:
                 self._orphans(fence.shard, result.orphans)
             if result.revoked:
                 self._revoked(fence.shard, result.revoked, "claim")
-            entries += [(e, fence) for e in result.entries]
+            entries.append((result.entries, fence))
             cutoffs.append((self._covered(result), fence.shard))
         return Pass(shards, sent_at, answered_at), entries, cutoffs
 
@@ -230,15 +240,16 @@ class GenericHandOff:
         first, last = result.entries[0].due_ms, result.entries[-1].due_ms
         return last if first == last else last - 1  # a batch of one instant: nothing to wait for
 
-    def _decode(self, entries: list[tuple[Claimed, Fence]], claimed_at: float) -> list[Item]:
+    def _decode(self, claims: list[Claim], claimed_at: float) -> list[Item]:
         """Messages of the entries; an entry that does not decode is dead-lettered (and acked)."""
         items: list[Item] = []
         poison: list[tuple[Claimed, PoisonMessage]] = []
-        for entry, fence in entries:
-            try:
-                items.append(Item(entry, decode(entry.task_id, entry.payload), fence, claimed_at))
-            except PoisonMessage as exc:
-                poison.append((entry, exc))
+        for entries, fence in claims:
+            for entry in entries:
+                try:
+                    items.append(Item(entry, decode(entry.task_id, entry.payload), fence, claimed_at))
+                except PoisonMessage as exc:
+                    poison.append((entry, exc))
         for entry, error in poison:
             letter = DeadLetter.for_poison(entry.task_id, entry.payload, error, entry.shard)
             self._dead_letter(entry, letter, "poison", str(error))
@@ -246,7 +257,7 @@ class GenericHandOff:
 
     def _check(self, items: list[Item]) -> list[Item]:
         """Keep what a worker would run; dead-letter what it would discard, with the reason."""
-        if self.check is None:
+        if self.check is None or all(i.message is None for i in items):  # all built: nothing to check
             return items
         kept: list[Item] = []
         for item in items:
@@ -299,16 +310,16 @@ class GenericHandOff:
         now = time.monotonic()
         limit = self.env.config.inflight_timeout * 0.8
         current = {f.shard: f for f in self.env.fences()}
-        valid = {s: self.env.lease_valid(s, now) for s in {i.entry.shard for i in items}}  # once a shard
-
-        def fresh(item: Item) -> bool:
-            shard = item.entry.shard
-            return now - item.claimed_at <= limit and current.get(shard) == item.fence and valid[shard]
-
-        kept = [i for i in items if fresh(i)]
-        if len(kept) == len(items):
+        # Judged once a claim (its reply's time and fence, read in C), not once an item.
+        fences = list(map(_FENCE, items))
+        claims = dict(zip(zip(map(_CLAIMED_AT, items), map(id, fences), strict=True), fences, strict=True))
+        valid = {s: self.env.lease_valid(s, now) for s in {f.shard for f in claims.values()}}
+        stale = {(at, key) for (at, key), f in claims.items()
+                 if not (now - at <= limit and current.get(f.shard) == f and valid[f.shard])}
+        if not stale:
             return items
-        abandoned = [i.entry for i in items if not fresh(i)]
+        kept = [i for i in items if (i.claimed_at, id(i.fence)) not in stale]
+        abandoned = [i.entry for i in items if (i.claimed_at, id(i.fence)) in stale]
         log_event(logging.WARNING, "batch.abandoned", shards=sorted({e.shard for e in abandoned}),
                   count=len(abandoned), reason="lease_lapsed")
         self._release(abandoned)
@@ -322,7 +333,10 @@ class GenericHandOff:
         revoked = [items[i].entry for i in sorted(report.revoked)]
         unconfirmed = [items[i].entry for i in sorted(report.unconfirmed)]
         held_back = report.lapsed | report.revoked | report.unconfirmed
-        published = [i.entry for n, i in enumerate(handled) if n not in report.unpublishable and n not in held_back]
+        if held_back or report.unpublishable:
+            published = [i.entry for n, i in enumerate(handled) if n not in report.unpublishable and n not in held_back]
+        else:  # every one handled was published (read in C)
+            published = list(map(_ENTRY, handled))
         if refused:
             self._dead_letter_unpublishable(refused)
         if lapsed:
@@ -337,11 +351,9 @@ class GenericHandOff:
                 self._revoked(shard, [e.task_id for e in revoked if e.shard == shard], "handoff")
         if published:
             redis_now = self.env.clock.at(done)
-            per_shard: dict[int, int] = {}
-            for e in published:
-                per_shard[e.shard] = per_shard.get(e.shard, 0) + 1
+            per_shard = dict(Counter(map(_SHARD, published)))
             self.env.meter.add(per_shard)
-            self.env.observer.published(per_shard, [redis_now - e.due_ms for e in published], done - started)
+            self.env.observer.published(per_shard, [redis_now - due for due in map(_DUE, published)], done - started)
         self._to_ack.extend(published)
         rest = [i.entry for i in items[report.published:]] if report.error is not None else []
         self._release(lapsed + unconfirmed + rest)

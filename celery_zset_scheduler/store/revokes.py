@@ -140,15 +140,21 @@ def revoked_since(client: Any, keys: KeySpace, claimed: dict[int, tuple[int, lis
     """``(shard, id)`` of ids revoked since their claim, read now. ``claimed``: shard -> (its revoke
     count at the claim, the ids). One small round trip reads every shard's count; the records of
     a shard are read (a second one) only when its count changed since the claim."""
-    shards = [s for s, (_, ids) in claimed.items() if ids]
+    changed = changed_since(client, keys, {s: gen for s, (gen, ids) in claimed.items() if ids})
+    return revoked_among(client, keys, {s: claimed[s][1] for s in changed})
+
+
+def changed_since(client: Any, keys: KeySpace, counts: dict[int, int]) -> set[int]:
+    """The shards of ``counts`` (shard -> its revoke count at a claim) revoked in since: their
+    count is another now (one round trip)."""
+    shards = list(counts)
     if not shards:
         return set()
     pipe = client.pipeline(transaction=False)  # GETs, not an MGET: one slot a shard on a cluster
     for shard in shards:
         pipe.get(keys.shard(shard).revoked_gen)
-    counts = pipe.execute()
-    changed = {s: claimed[s][1] for s, count in zip(shards, counts, strict=True) if int(count or 0) != claimed[s][0]}
-    return revoked_among(client, keys, changed)
+    now = pipe.execute()
+    return {s for s, count in zip(shards, now, strict=True) if int(count or 0) != counts[s]}
 
 
 def revoked_among(client: Any, keys: KeySpace, ids_by_shard: dict[int, list[str]]) -> set[tuple[int, str]]:

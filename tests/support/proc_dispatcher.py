@@ -40,9 +40,9 @@ def hook(dispatcher: Dispatcher, point: str) -> None:
 
     def pause_then_decode(entries: list[Any], claimed_at: float) -> Any:
         nonlocal paused
-        if point == "claimed" and not paused and entries:
+        if point == "claimed" and not paused and any(claimed for claimed, _ in entries):
             paused = True
-            pause(point, [e.task_id for e, _ in entries])
+            pause(point, [e.task_id for claimed, _ in entries for e in claimed])
         return decode(entries, claimed_at)
 
     def pausing(publish: Any) -> Any:
