@@ -103,14 +103,19 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
 
 
 def parse_claim(reply: Any, shard: int, shared: Shared | None) -> ClaimResult:
-    """A claim script's reply; an 11th element (claim_built's) numbers the entries built. Made
+    """A claim script's reply; an 11th element (claim_built's) numbers the entries built (its scores
+    and numbers may come as one comma-separated string each: store/lua/claim_built-11.lua). Made
     column by column, each entry's named tuple in C (a claim returns up to a batch of entries)."""
     if int(reply[0]) == 0:
         return ClaimResult(True, 0, None, [])
     _, now, nxt, ids, scores, values, deadline, orphans, revoked, gen = reply[:10]
+    if type(scores) is bytes:  # claim_built's: one string
+        scores = scores.split(b",") if scores else []
     if not len(ids) == len(scores) == len(values):
         raise ValueError(f"a claim reply of {len(ids)} ids, {len(scores)} scores and {len(values)} values")
     targets = reply[10] if len(reply) > 10 else [0] * len(ids)
+    if type(targets) is bytes:
+        targets = list(map(int, targets.split(b","))) if targets else []
     if len(targets) != len(ids):
         raise ValueError(f"a claim reply of {len(ids)} ids and {len(targets)} list numbers")
     arrivals, payloads = split_all(values)

@@ -210,7 +210,7 @@ class _Reader:
                         append(buf[nl + 2:end])
                         pos = end + 2
                         continue
-                elif kind == 58 and nl > 0:  # an integer (claim_built's list numbers)
+                elif kind == 58 and nl > 0:  # an integer
                     append(int(buf[pos + 1:nl]))
                     pos = nl + 2
                     continue

@@ -16,10 +16,12 @@
   exchange, `expires`, compression, a queue the table does not name...) comes back as stored.
 
   Returns {0} when fenced, else
-    {1, now ms, next due ms or -1, {ids}, {due scores}, {values}, lease deadline ms, {orphan ids},
-     {revoked ids}, revoke count, {list index or 0}}
-  where a value whose index is not 0 is the entry's arrival stamp (if stored with one) followed
-  by its envelope, and one whose index is 0 the value as stored.
+    {1, now ms, next due ms or -1, {ids}, due scores, {values}, lease deadline ms, {orphan ids},
+     {revoked ids}, revoke count, list indexes}
+  where the due scores and the list indexes (0: not built) are one string each, comma-separated
+  in the order of the ids (two bulk strings to read instead of two a claimed entry), a value
+  whose index is not 0 is the entry's arrival stamp (if stored with one) followed by its
+  envelope, and one whose index is 0 the value as stored.
 ]]
 --- @include "claim"
 --- @include "ids"
@@ -46,5 +48,5 @@ for i = 1, #ids do
     end
   end
 end
-return {1, c.now, c.next or -1, ids, c.scores, payloads, c.deadline, c.orphans, c.dropped,
-        tonumber(redis.call('GET', KEYS[10]) or '0'), lists}
+return {1, c.now, c.next or -1, ids, table.concat(c.scores, ','), payloads, c.deadline, c.orphans, c.dropped,
+        tonumber(redis.call('GET', KEYS[10]) or '0'), table.concat(lists, ',')}
