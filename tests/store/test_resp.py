@@ -61,3 +61,24 @@ def test_a_connection_closed_before_the_last_reply_is_dropped(client: redis.Redi
     with pytest.raises(redis.ConnectionError):  # QUIT: the server answers OK, then hangs up
         resp.exchange(client, [("QUIT",), ("PING",)])
     assert client.ping()  # a fresh connection from the pool
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7])
+def test_replies_that_arrive_a_few_bytes_at_a_time_read_the_same(
+        client: redis.Redis, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    # Every element, length and CRLF split across reads: each is read once its bytes are in.
+    client.rpush("list", *[b"%d" % n for n in range(300)], b"", b"\r\n" * 3)
+    client.set("value", b"v\r\n" * 40)
+    commands = [("LRANGE", "list", 0, -1), ("GET", "value"), ("GET", "missing"), ("INCR", "n"),
+                ("EVAL", "return {1, {'a', {}, -3}, redis.error_reply('custom fail'), 'b'}", 0)]
+    expected = resp.exchange(client, commands)
+    monkeypatch.setattr(resp, "CHUNK", chunk)
+    assert expected is not None
+    again = resp.exchange(client, [*commands[:3], ("INCR", "m"), commands[4]])
+    assert again is not None
+    assert again[:3] == expected[:3] and again[3] == 1
+    assert again[4][:2] == expected[4][:2] == [1, [b"a", [], -3]]
+    assert isinstance(again[4][2], redis.ResponseError) and "custom fail" in str(again[4][2])
+    assert again[4][3] == b"b"
+    assert expected[0] == [b"%d" % n for n in range(300)] + [b"", b"\r\n" * 3]
+    assert client.ping()
