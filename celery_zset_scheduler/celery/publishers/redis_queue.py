@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import count
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import redis
@@ -43,6 +43,7 @@ ROUTED_TYPES = ("direct", "topic")
 WATCH_ATTEMPTS = 5  # a watched lease that keeps changing is a lease being lost: give the shard up
 #: The fields of a Built envelope, read in C.
 _SHARD, _ENVELOPE, _KEY = attrgetter("shard"), attrgetter("envelope"), attrgetter("key")
+_SECOND = itemgetter(1)  # the shard of a write
 #: Clients whose transaction is written by hand (any other goes through redis-py's pipeline).
 _PLAIN_CLIENTS = (redis.Redis, PrefixedStrictRedis)
 
@@ -88,7 +89,7 @@ def publish(producer: Any, batch: Sequence[Outgoing | Built], guard: Guard, same
     else:
         templates = None
     # Built envelopes have their tag: one for each message only.
-    messages = sum(1 for o in batch if not isinstance(o, Built))
+    messages = 0 if set(map(type, batch)) <= {Built} else sum(1 for o in batch if not isinstance(o, Built))
     tags = delivery_tags(messages) if templates is not None else []
     tagged = 0
     lists: dict[tuple[str, int], str] = {}
@@ -119,13 +120,17 @@ def publish(producer: Any, batch: Sequence[Outgoing | Built], guard: Guard, same
     revoked: set[int] = set()
     with channel.conn_or_acquire() as client:
         if not same_redis:  # the lease is checked by the dispatcher's clock, right before the write
-            lapsed_shards = {shard for shard in {s for _, s, _, _ in built} if not guard.still_ours(shard)}
-            candidates = [i for i, shard, _, _ in built if shard not in lapsed_shards]
-            revoked = {candidates[n] for n in guard.revoked([batch[i] for i in candidates])}
+            lapsed_shards = {shard for shard in set(map(_SECOND, built)) if not guard.still_ours(shard)}
+            if not lapsed_shards and len(built) == len(batch):  # every one is a candidate (read in C)
+                revoked = set(guard.revoked(batch))
+            else:
+                candidates = [i for i, shard, _, _ in built if shard not in lapsed_shards]
+                revoked = {candidates[n] for n in guard.revoked([batch[i] for i in candidates])}
             commands = _commands(channel, built, queues, lapsed_shards, revoked)
             if commands:
                 transaction(client, commands)
-            return refused, {i for i, shard, _, _ in built if shard in lapsed_shards}, revoked
+            lapsed = {i for i, shard, _, _ in built if shard in lapsed_shards} if lapsed_shards else set()
+            return refused, lapsed, revoked
         for _ in range(WATCH_ATTEMPTS):
             shards = {shard for _, shard, _, _ in built} - lapsed_shards
             pipe = client.pipeline(transaction=True)
