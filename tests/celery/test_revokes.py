@@ -17,6 +17,7 @@ import pytest
 import redis
 
 import celery_zset_scheduler
+from celery_zset_scheduler.model.reshard import shard_for
 from celery_zset_scheduler.testing import RedisServer
 
 from ..support.helpers import BROKER_DB, FAST, AppFactory, wait_for
@@ -183,6 +184,40 @@ def test_a_revoked_in_flight_entry_is_not_published(
     assert sorted(queued_ids(redis_server)) == sorted(kept)  # none of the revoked ones
     assert all(app.AsyncResult(i).state == "REVOKED" for i in doomed)
     assert all(celery_zset_scheduler.lookup(app, i) is None for i in batch)  # nothing left behind
+
+
+def test_a_revoke_on_one_shard_holds_back_only_its_entries_at_handoff(
+    apps: AppFactory, redis_server: RedisServer, clusters: list[Cluster]
+) -> None:
+    # The built lane reads the revoke records only of shards whose revoke count moved since the
+    # claim: the entries of the others go without a look-up, the revoked shard's are still held.
+    shards = 4
+    cluster = make_cluster(clusters, redis_server, shards=shards, **PATIENT)
+    app = apps(shards=shards, **PATIENT)
+    due = datetime.fromtimestamp(time.time() + 0.3, timezone.utc)
+    ids = [app.tasks["t.record"].apply_async(kwargs={"tag": i}, eta=due).id for i in range(24)]
+    stale = cluster.hooked_dispatcher("handing")
+    stale.wait_for_output(r"PAUSED ")
+    batch = paused_batch(stale.output)
+    assert sorted(batch) == sorted(ids)
+    assert re.search(r"BUILT 24\b", stale.output), stale.output[-2000:]
+    by_shard = collections.defaultdict(list)
+    for task_id in batch:
+        by_shard[shard_for(task_id, shards)].append(task_id)
+    assert len(by_shard) > 1, by_shard  # 24 random ids on one shard of 4: practically never
+    shard, on_it = max(by_shard.items(), key=lambda item: len(item[1]))
+    doomed = on_it[::2]
+    app.control.revoke(doomed)
+    stale.signal(signal.SIGCONT)
+    kept = [i for i in batch if i not in doomed]
+    wait_for(lambda: len(queued_ids(redis_server)) == len(kept), what="the rest published")
+    stale.wait_for_output(rf"zset revoked\.dropped shard={shard} count={len(doomed)} .*at=handoff")
+    time.sleep(0.5)
+    assert queued_ids(redis_server)[::-1] == kept  # in hand-off order (LPUSH: the newest first)
+    dropped = re.findall(r"revoked\.dropped shard=(\d+) count=(\d+) .*at=handoff", stale.output)
+    assert dropped == [(str(shard), str(len(doomed)))]  # no other shard's entry held back
+    assert all(app.AsyncResult(i).state == "REVOKED" for i in doomed)
+    assert all(celery_zset_scheduler.lookup(app, i) is None for i in batch)
 
 
 def test_an_entry_revoked_in_flight_does_not_come_back_after_its_dispatcher_dies(
