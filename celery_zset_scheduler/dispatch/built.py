@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import repeat
 from operator import attrgetter
+from typing import cast
 
 from ..errors import ZSetSchedulerError
 from ..store.built import BuiltTable, claim_built_many
@@ -109,9 +110,9 @@ class BuiltHandOff(GenericHandOff):
 
 def handed(items: Sequence[Item]) -> list[Outgoing | Built]:
     """What the publisher gets for each item: its built envelope, else its message."""
-    batch: list[Outgoing | Built | None] = list(map(_BUILT, items))
+    batch: list[Built | None] = list(map(_BUILT, items))
     if None not in batch:  # all built (read in C)
-        return batch  # type: ignore[return-value]
+        return cast("list[Outgoing | Built]", batch)
     mixed: list[Outgoing | Built] = []
     for i in items:
         if i.built is not None:
