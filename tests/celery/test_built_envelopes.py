@@ -220,7 +220,7 @@ def test_a_dispatcher_started_while_the_broker_is_down_waits_for_it(apps: AppFac
 
 
 def test_with_the_broker_down_each_attempt_gives_up_at_once(apps: AppFactory) -> None:
-    """Deciding the route tables and publishing try to connect once, briefly: a pass never waits
+    """Deciding the route tables and publishing make two quick attempts to connect: a pass never waits
     out Kombu's own connection retries (~6 s each), longer than a shard's lease."""
     from celery_zset_scheduler.celery.publishers.built_routes import BuiltRoutes
     from celery_zset_scheduler.celery.publishers.fast_routes import FastRoutes

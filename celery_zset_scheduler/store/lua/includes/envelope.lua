@@ -393,11 +393,12 @@ local function new_envelopes(routes, tag, shared_key)
   local function shaped(member, shape, raw, at)
     -- The rest of an entry of this shape, from `at`: a simple call's 0 (its body only the
     -- arguments' text), or argsrepr and kwargsrepr; then an optional ETA and the body.
-    local eta, body_at = string.match(raw, '^0,([1-9]%d*)%]\n()', at)
+    local eta, body_at = string.match(raw, '^0,(%d+)%]\n()', at)
     if not eta then
       body_at = string.match(raw, '^0%]\n()', at)
       eta = ''
     end
+    if eta ~= '' and #eta > 1 and string.byte(eta, 1) == 48 then return nil end  -- not JSON: Python's
     if body_at then
       if not shape.simple then return nil end
       local args = string.sub(raw, body_at)
@@ -411,11 +412,13 @@ local function new_envelopes(routes, tag, shared_key)
         next_tag() .. shape.tail, shape.list
     end
     local args, kwargs
-    args, kwargs, eta, body_at = string.match(raw, '^("[^"]*"),("[^"]*"),([1-9]%d*)%]\n()', at)
+    args, kwargs, eta, body_at = string.match(raw, '^("[^"]*"),("[^"]*"),(%d+)%]\n()', at)
     if not args then
       args, kwargs, body_at = string.match(raw, '^("[^"]*"),("[^"]*")%]\n()', at)
       if not args then return nil end
       eta = ''
+    elseif #eta > 1 and string.byte(eta, 1) == 48 then
+      return nil
     end
     local escape = string.find(raw, '\\', at, true)
     if escape and escape < body_at then return nil end  -- an escaped quote would have misled the match
@@ -594,7 +597,8 @@ local function new_envelopes(routes, tag, shared_key)
         if fine then
           built[i], targets[i] = envelope, where
         else
-          redis.log(redis.LOG_WARNING, 'zset envelope builder: entry left to the generic path: ' .. tostring(envelope))
+          local why = type(envelope) == 'table' and envelope.err or tostring(envelope)  -- redis.call's errors are tables
+          redis.log(redis.LOG_WARNING, 'zset envelope builder: entry left to the generic path: ' .. tostring(why))
         end
       end
     end
