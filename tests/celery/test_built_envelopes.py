@@ -31,6 +31,7 @@ from .test_fast_path import (
     by_id,
     dispatch_discarded_and_one_good,
     drain,
+    field_cases,
     lists,
     send_all,
 )
@@ -60,14 +61,7 @@ def dispatched(apps: AppFactory, app: Celery, broker: redis.Redis, ids: list[str
 def test_the_claim_builds_what_kombu_writes_field_by_field(apps: AppFactory) -> None:
     plain, ours = elsewhere(apps)
     broker = apps.server.client(BROKER_DB)
-    calls = [
-        {"kwargs": {"tag": "x"}, "task_id": str(uuid.uuid4()), "queue": "q", "headers": {"tenant": "acme"},
-         "priority": 3},
-        {"args": ("a", 7), "task_id": str(uuid.uuid4())},
-        {"kwargs": {"tag": "ü€", "pad": "a/b\\c\"d"}, "task_id": str(uuid.uuid4()), "retries": 2,
-         "time_limit": 30, "soft_time_limit": 20, "shadow": "nick", "ignore_result": True},
-        {"args": (1,), "task_id": str(uuid.uuid4()), "headers": {"nested": {"a": [1, None, "x"], "b": {}}}},
-    ]
+    calls = field_cases()
     theirs, generic, ids = send_all(plain, ours, broker, calls)
     handoff, mine = dispatched(apps, ours, broker, ids)
     assert handoff.prebuilt == len(ids)

@@ -115,10 +115,10 @@ def by_id(found: dict[bytes, list[dict[str, Any]]]) -> dict[str, tuple[bytes, di
     return {m["headers"]["id"]: (key, m) for key, messages in found.items() for m in messages}
 
 
-def test_the_fast_path_writes_what_kombu_writes_field_by_field(apps: AppFactory) -> None:
-    plain, ours = same_db(apps)
-    broker = apps.server.client(STORE_DB)
-    calls = [
+def field_cases() -> list[dict[str, Any]]:
+    """Calls whose envelopes are compared with Kombu's field by field: a queue, custom and nested
+    headers, a priority, non-ASCII and escaped text, retries, time limits, shadow, ignore_result."""
+    return [
         {"kwargs": {"tag": "x"}, "task_id": str(uuid.uuid4()), "queue": "q", "headers": {"tenant": "acme"},
          "priority": 3},
         {"args": ("a", 7), "task_id": str(uuid.uuid4())},
@@ -126,6 +126,12 @@ def test_the_fast_path_writes_what_kombu_writes_field_by_field(apps: AppFactory)
          "time_limit": 30, "soft_time_limit": 20, "shadow": "nick", "ignore_result": True},
         {"args": (1,), "task_id": str(uuid.uuid4()), "headers": {"nested": {"a": [1, None, "x"], "b": {}}}},
     ]
+
+
+def test_the_fast_path_writes_what_kombu_writes_field_by_field(apps: AppFactory) -> None:
+    plain, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    calls = field_cases()
     theirs, generic, ids = send_all(plain, ours, broker, calls)
     handoff, mine = dispatched(apps, ours, broker, ids)
     assert (handoff.pushed, handoff.left) == (len(ids), 0)

@@ -14,11 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kombu.transport.redis import Channel as RedisChannel
-
 from ...store.built import BuiltTable
-from .fast_routes import Decided, _expiring
-from .reach import reachable
+from .fast_routes import Decided, declared_queues, redis_channel
 
 
 class BuiltRoutes(Decided[BuiltTable]):
@@ -33,15 +30,10 @@ class BuiltRoutes(Decided[BuiltTable]):
 
     def _build(self) -> BuiltTable | None:
         with self.app.producer_or_acquire() as producer:
-            reachable(producer)
-            channel = producer.channel
-            if type(channel) is not RedisChannel or channel.body_encoding != "base64":
+            channel = redis_channel(producer)
+            if channel is None:
                 return None
-            policy = self.app.conf.task_publish_retry_policy
-            queues = [q for q in self.app.amqp.queues.values() if not _expiring(q)]
-            for queue in queues:
-                producer.maybe_declare(queue, retry=True, **policy)
-            return built_table(channel, producer, queues, self.accept)
+            return built_table(channel, producer, declared_queues(self.app, producer), self.accept)
 
 
 def built_table(channel: Any, producer: Any, queues: list[Any], accept: list[str]) -> BuiltTable:

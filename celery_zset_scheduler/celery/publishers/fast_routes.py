@@ -84,18 +84,33 @@ class FastRoutes(Decided[Routes]):
 
     def _build(self) -> Routes | None:
         with self.app.producer_or_acquire() as producer:
-            reachable(producer)
-            channel = producer.channel
-            if type(channel) is not RedisChannel or channel.body_encoding != "base64":
+            channel = redis_channel(producer)
+            if channel is None:
                 return None
             with channel.conn_or_acquire() as client:
                 if not same_database(client, self.store_client):
                     return None
-            policy = self.app.conf.task_publish_retry_policy
-            queues = [q for q in self.app.amqp.queues.values() if not _expiring(q)]
-            for queue in queues:
-                producer.maybe_declare(queue, retry=True, **policy)
+            queues = declared_queues(self.app, producer)
             return table(channel, producer, queues, self.accept)
+
+
+def redis_channel(producer: Any) -> Any | None:
+    """The producer's channel when it is Kombu's Redis transport with base64 bodies (what the
+    Lua builder writes), else None; raises at once when the broker cannot be reached."""
+    reachable(producer)
+    channel = producer.channel
+    if type(channel) is not RedisChannel or channel.body_encoding != "base64":
+        return None
+    return channel
+
+
+def declared_queues(app: Any, producer: Any) -> list[Any]:
+    """The app's queues Kombu would not expire, declared as the publisher declares them."""
+    policy = app.conf.task_publish_retry_policy
+    queues = [q for q in app.amqp.queues.values() if not _expiring(q)]
+    for queue in queues:
+        producer.maybe_declare(queue, retry=True, **policy)
+    return queues
 
 
 def same_database(broker: Any, store: Any) -> bool:

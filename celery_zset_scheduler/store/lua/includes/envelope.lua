@@ -376,8 +376,13 @@ local function new_envelopes(routes, tag, shared_key)
     return string.format('%012x', serial)
   end
 
-  local function plain_text(member, shape, args, kwargs, eta, stored)
-    -- argsrepr and kwargsrepr as stored, and a body the worker decodes as [args, kwargs, embed].
+  local function plain_text(member, shape, args, kwargs, eta, raw, from, body_at)
+    -- argsrepr and kwargsrepr as stored (raw's meta from `from`), and a body (from `body_at`) the
+    -- worker decodes as [args, kwargs, embed].
+    local escape = string.find(raw, '\\', from, true)
+    if escape and escape < body_at then return nil end  -- an escaped quote would have misled the match
+    if string.find(raw, '[\128-\255]', body_at) then return nil end
+    local stored = string.sub(raw, body_at)
     local ok, data = pcall(cjson.decode, stored .. ']')
     if not ok or type(data) ~= 'table' or data[3] ~= nil then return nil end
     local a, k = data[1], data[2]
@@ -420,10 +425,7 @@ local function new_envelopes(routes, tag, shared_key)
     elseif #eta > 1 and string.byte(eta, 1) == 48 then
       return nil
     end
-    local escape = string.find(raw, '\\', at, true)
-    if escape and escape < body_at then return nil end  -- an escaped quote would have misled the match
-    if string.find(raw, '[\128-\255]', body_at) then return nil end
-    return plain_text(member, shape, args, kwargs, eta, string.sub(raw, body_at))
+    return plain_text(member, shape, args, kwargs, eta, raw, at, body_at)
   end
 
   local function legacy(member, raw, start)
@@ -431,12 +433,9 @@ local function new_envelopes(routes, tag, shared_key)
     local task, args, kwargs, origin, reply_to, mode, rk, eta, body_at = string.match(raw,
       '^%[("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),("[^"]*"),(%d+),("[^"]*"),?(%d*)%]\n()', start)
     if not task then return nil end
-    local escape = string.find(raw, '\\', start, true)
-    if escape and escape < body_at then return nil end
-    if string.find(raw, '[\128-\255]', body_at) then return nil end
     local shape = make_shape(false, task, origin, reply_to, mode, rk)
     if not shape then return nil end
-    return plain_text(member, shape, args, kwargs, eta, string.sub(raw, body_at))
+    return plain_text(member, shape, args, kwargs, eta, raw, start, body_at)
   end
 
   local prefixes = {}  -- shared prefix id -> its bytes (false: the shard does not have it), per call
