@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -101,8 +102,13 @@ def test_humanize_masks_a_django_namespaced_store_url() -> None:
 def test_inspect_conf_masks_the_store_url(auth_server: RedisServer, apps: AppFactory) -> None:
     app = apps(zset_scheduler_url=query_url(auth_server))
     apps.worker(app)
-    replies = app.control.inspect(timeout=5).conf() or {}
-    assert replies, "no worker answered inspect conf"
+    # The worker is started without Celery's ping check, and a broadcast sent over Redis before its
+    # control consumer subscribes is lost: ask until it answers.
+    deadline = time.monotonic() + 60
+    replies: dict = {}
+    while not replies and time.monotonic() < deadline:
+        replies = app.control.inspect(timeout=2).conf() or {}
+    assert replies, "no worker answered inspect conf within 60 s"
     for conf in replies.values():
         assert conf["zset_scheduler_url"] == f"redis://127.0.0.1:{auth_server.port}/0?password=***"
     assert SECRET not in json.dumps(replies)
