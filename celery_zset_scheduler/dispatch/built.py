@@ -12,18 +12,21 @@ Python path of :class:`~.generic.GenericHandOff` in the same pass and transactio
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
 from operator import attrgetter
 from typing import cast
 
 from ..errors import ZSetSchedulerError
-from ..store.built import BuiltTable, claim_built_many
-from ..store.claims import ClaimPass, Fence
+from ..model.logs import describe, log_event
+from ..store.built import BuiltTable, ReceiveClaim, claim_built_ahead, claim_built_many
+from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
 from .generic import Check, Claim, GenericHandOff, Item, Revoked
-from .handoff import Built, BuiltPublisher, Env, Outgoing, Publisher
+from .handoff import Built, BuiltPublisher, Env, Outgoing, Pass, Publisher
 
 #: The table to build envelopes for, or None for the plain generic claim this pass (the broker is
 #: not Kombu's Redis transport, or could not be reached). The Celery layer builds it from Kombu.
@@ -47,18 +50,136 @@ class BuiltHandOff(GenericHandOff):
         super().__init__(env, publisher, check, revoked)
         self.lane = lane
         self._table: BuiltTable | None = None  # the table of this pass's claim
+        self._ahead: _Ahead | None = None  # the next claim, sent while this pass publishes
         self.prebuilt = 0  # entries claimed with their envelope built
+        self.claimed_ahead = 0  # claims sent ahead
+        self._busy = False  # the last claim took a full batch on some shard
+
+    def dispatch(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None = None) -> Pass:
+        try:
+            return super().dispatch(fences, waiting)
+        except BaseException:
+            self._drop_ahead()  # the pass failed: what was claimed after its batch goes back first
+            raise
+
+    def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
+        # Kept at a heartbeat between two full passes (the next pass reads it at once); else, as
+        # held entries, it goes back: before shards are handed to another dispatcher (which must
+        # not publish what is due after it first), a sleep, or shutdown.
+        if acks and (releasing or not self._busy or self.env.stopping()):
+            self._drop_ahead()
+        super().settle(acks=acks, releasing=releasing)
+
+    def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
+        ahead, self._ahead = self._ahead, None
+        found = super()._claim(fences) if ahead is None else self._claimed_ahead(ahead, fences)
+        passed = found[0]
+        size = self.env.config.batch_size
+        usable = {s for s, p in passed.shards.items() if p.error is None and not p.fenced}
+        self._busy = any(passed.shards[s].claimed >= size for s in usable)
+        if self._busy and self._ahead is None:
+            self._send_ahead([f for f in self.env.fences() if f.shard in usable])
+        elif self._ahead is not None and not self._busy:  # sent on the last pass's word: read it at once
+            self._retry.update(f.shard for f in self._ahead.fences)
+        return found
 
     def _claim_round(self, fences: Sequence[Fence]) -> ClaimPass:
         self._table = self.lane[1]() if self.lane is not None else None
-        if self._table is None:
+        return self._claim_with(fences, self._table)
+
+    def _claim_with(self, fences: Sequence[Fence], table: BuiltTable | None) -> ClaimPass:
+        if table is None:
             return super()._claim_round(fences)
+        return claim_built_many(self.env.claims, fences, table, ack=self._to_ack, **self._claim_args())
+
+    def _claim_args(self) -> dict[str, int]:
         config = self.env.config
-        return claim_built_many(
-            self.env.claims, fences, self._table, limit=config.batch_size,
-            lease_ms=int(config.inflight_timeout * 1000), max_wait_ms=int(config.max_interval * 1000),
-            wake_ttl_ms=int((config.max_interval + config.lock_timeout) * 1000), ack=self._to_ack,
-        )
+        return {"limit": config.batch_size, "lease_ms": int(config.inflight_timeout * 1000),
+                "max_wait_ms": int(config.max_interval * 1000),
+                "wake_ttl_ms": int((config.max_interval + config.lock_timeout) * 1000)}
+
+    # -- the claim sent ahead ---------------------------------------------------------------------
+
+    def _send_ahead(self, fences: list[Fence]) -> None:
+        """The next claim of ``fences``, sent now with the acks so far: Redis runs it while this
+        pass publishes (after a claim that took a full batch on some shard: more are due)."""
+        table = self._table
+        if table is None or not fences or self.env.stopping():
+            return
+        sent_at = time.monotonic()
+        receive = claim_built_ahead(self.env.claims, fences, table, ack=self._to_ack, **self._claim_args())
+        if receive is not None:
+            self._ahead = _Ahead(fences, table, self._to_ack, sent_at, receive)
+            self._to_ack = []
+            self.claimed_ahead += 1
+
+    def _claimed_ahead(self, ahead: _Ahead, fences: Sequence[Fence]) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
+        """This pass's claim from the one sent ahead, and of the shards it did not cover (a shard
+        acquired since), claimed now with the same table. When the last pass took a full batch,
+        the next claim goes as soon as this one's reply is read, before it is parsed. Its entries
+        count as claimed when it was sent (every lease deadline is later), and the Redis clock
+        was read then."""
+        parse = self._receive(ahead)
+        if self._busy:
+            self._table = ahead.table
+            self._send_ahead(ahead.fences)
+        claimed = self._parsed(parse)
+        self._table = ahead.table
+        passed, claims, cutoffs = self._take(ahead.fences, claimed, ahead.sent_at, time.monotonic(), ahead.sent_at)
+        covered = {f.shard for f in ahead.fences}
+        rest = [f for f in fences if f.shard not in covered]
+        if rest:
+            sent_at = time.monotonic()
+            more = self._claim_with(rest, ahead.table)
+            self._to_ack = list(more.unacked) + self._to_ack
+            answered_at = time.monotonic()
+            other, more_claims, more_cutoffs = self._take(rest, more, sent_at, answered_at, (sent_at + answered_at) / 2)
+            passed.shards.update(other.shards)
+            claims += more_claims
+            cutoffs += more_cutoffs
+        return Pass(passed.shards, ahead.sent_at, ahead.sent_at), claims, cutoffs
+
+    def _receive(self, ahead: _Ahead) -> Callable[[], ClaimPass]:
+        try:
+            return ahead.receive()
+        except BaseException:
+            self._to_ack = ahead.acks + self._to_ack  # an ack is idempotent: sent again with the next claim
+            raise
+
+    def _parsed(self, parse: Callable[[], ClaimPass]) -> ClaimPass:
+        claimed = parse()
+        self._to_ack = list(claimed.unacked) + self._to_ack
+        return claimed
+
+    def _drop_ahead(self) -> None:
+        """Put what the claim sent ahead took back in ``due``, unpublished: entries of a batch
+        before it went back (they go first again), the pass failed, or the loop settles (see
+        :meth:`settle`). If its reply cannot be read, its entries come back when their in-flight
+        lease ends."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        try:
+            claimed = self._parsed(self._receive(ahead))
+        except Exception as exc:
+            log_event(logging.WARNING, "claim_ahead.unread", shards=[f.shard for f in ahead.fences],
+                      error=describe(exc))
+            return
+        taken: list[Claimed] = []
+        for fence in ahead.fences:
+            result = claimed.results[fence.shard]
+            if isinstance(result, ClaimResult) and not result.fenced:
+                if result.orphans:
+                    self._orphans(fence.shard, result.orphans)
+                if result.revoked:
+                    self._revoked(fence.shard, result.revoked, "claim")
+                taken += result.entries
+        self._release(taken)
+
+    def _release(self, entries: list[Claimed]) -> None:
+        super()._release(entries)
+        if entries and self._ahead is not None:  # claimed after these: they must not go out first
+            self._drop_ahead()
 
     def _decode(self, claims: list[Claim], claimed_at: float) -> list[Item]:
         """The built entries as they are (not decoded: their envelope is ready), the rest decoded.
@@ -106,6 +227,18 @@ class BuiltHandOff(GenericHandOff):
             return super()._hand_over(rest)
         self._settle_report(ready, report, started)
         return report.error
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """A claim sent before the pass that needs it: its shards, table, the acks it carries, when
+    it was sent, and the function that reads its reply."""
+
+    fences: list[Fence]
+    table: BuiltTable
+    acks: list[Claimed]
+    sent_at: float
+    receive: ReceiveClaim
 
 
 def handed(items: Sequence[Item]) -> list[Outgoing | Built]:

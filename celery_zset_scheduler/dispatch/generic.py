@@ -171,7 +171,7 @@ class GenericHandOff:
         self._settle_report(ready, report, started)
         return report.error
 
-    def settle(self, *, acks: bool = True) -> None:
+    def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
         if acks and self._held:  # not published yet: back to due, to be claimed again in due order
             self._unreleased.extend(i.entry for i in self._held)
             self._held = []
@@ -201,6 +201,12 @@ class GenericHandOff:
         claimed = self._claim_round(fences)
         self._to_ack = list(claimed.unacked)  # acks that failed go again with the next claim
         answered_at = time.monotonic()
+        return self._take(fences, claimed, sent_at, answered_at, (sent_at + answered_at) / 2)
+
+    def _take(self, fences: Sequence[Fence], claimed: ClaimPass, sent_at: float, answered_at: float,
+              read_at: float) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
+        """What ``_claim`` returns, of a claim sent at ``sent_at`` and answered at ``answered_at``;
+        ``read_at``: when the scripts read the Redis clock, by the dispatcher's."""
         shards: dict[int, ShardPass] = {}
         entries: list[Claim] = []
         cutoffs: list[tuple[int, int]] = []
@@ -212,7 +218,7 @@ class GenericHandOff:
             shards[fence.shard] = ShardPass(result.fenced, result.now_ms, result.next_due_ms, len(result.entries))
             if result.fenced:
                 continue
-            self.env.clock.observe(result.now_ms, (sent_at + answered_at) / 2)
+            self.env.clock.observe(result.now_ms, read_at)
             self.env.observer.claimed(fence.shard, len(result.entries), answered_at - sent_at)
             if result.orphans:
                 self._orphans(fence.shard, result.orphans)

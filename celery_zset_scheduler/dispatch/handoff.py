@@ -188,10 +188,11 @@ class HandOff(Protocol):
         for the reap."""
         ...
 
-    def settle(self, *, acks: bool = True) -> None:
+    def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
         """Send what earlier passes still owe Redis: releases an outage interrupted and, with
         ``acks`` (before sleeping, at a heartbeat, on shutdown), the acks held back to ride on the
-        next claim and the entries held for the next pass."""
+        next claim and the entries held for the next pass. ``releasing``: the dispatcher is about
+        to hand shards to another: no entry may stay claimed and unpublished."""
         ...
 
 

@@ -17,7 +17,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import redis
@@ -88,8 +88,9 @@ class Leadership:
             return set(self.pinned)
         return fair_share(self.members, self.member_id, self.store.shards)
 
-    def beat(self) -> Changes:
-        """Heartbeat, renew what is held, release what is no longer ours, acquire our free share."""
+    def beat(self, before_release: Callable[[], None] | None = None) -> Changes:
+        """Heartbeat, renew what is held, release what is no longer ours (``before_release`` is
+        called first, once), acquire our free share."""
         changes = Changes()
         if self.pinned is None:
             sent_at = time.monotonic()
@@ -109,10 +110,12 @@ class Leadership:
                 self.clock.observe(membership.now_ms, (sent_at + time.monotonic()) / 2)
                 self.members = membership.members
         desired = self.desired()
-        for shard in sorted(self.owned):
-            if shard not in desired:
-                self.release(shard)
-                changes.released.append(shard)
+        leaving = sorted(set(self.owned) - desired)
+        if leaving and before_release is not None:
+            before_release()
+        for shard in leaving:
+            self.release(shard)
+            changes.released.append(shard)
         self._renew(changes)
         for shard in sorted(desired - set(self.owned)):
             if self._acquire(shard):

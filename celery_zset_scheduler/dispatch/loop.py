@@ -204,7 +204,7 @@ class Dispatcher:
             # layout is read again at the next heartbeat, and a write routed with an old count
             # is refused by its shard's layout key meanwhile.
             log_event(logging.DEBUG, "layout.unread", dispatcher=self.member_id, error=describe(exc))
-        changes = self.leadership.beat()
+        changes = self.leadership.beat(before_release=lambda: self.handoff.settle(releasing=True))
         for shard in changes.acquired:
             self._next_due[shard] = 0.0  # claim at once: we do not know its next due time yet
         for shard in changes.lost + changes.released:

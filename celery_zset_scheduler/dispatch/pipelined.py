@@ -67,7 +67,7 @@ class PipelinedHandOff(GenericHandOff):
                     error = self._finish()
         return Pass(passed.shards, passed.sent_at, passed.answered_at, error, frozenset(self._retry))
 
-    def settle(self, *, acks: bool = True) -> None:
+    def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
         if acks:  # before sleeping, at a heartbeat, on shutdown: the batch in flight first
             if self._busy and not self.env.stopping():
                 # A heartbeat between two full passes: the next pass follows at once and finishes
@@ -75,7 +75,7 @@ class PipelinedHandOff(GenericHandOff):
                 self._busy = False
             else:
                 self._finish()
-        super().settle(acks=acks)
+        super().settle(acks=acks, releasing=releasing)
 
     def _finish(self) -> BaseException | None:
         """Settle the batch in flight, if any; the outage that stopped it, if any."""

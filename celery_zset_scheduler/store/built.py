@@ -10,7 +10,7 @@ bytes (LPUSH on the broker) and acks; the rest come back as stored, for the Pyth
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,9 @@ from ..model.keys import KeySpace
 from .claims import CLAIM, Claimed, ClaimPass, ClaimResult, Fence, expand_claimed, parse_claim
 from .scripts import Call, ScriptDef
 from .shared import Shared
+
+#: Reads the replies of a claim sent ahead; returns the function that parses them.
+ReceiveClaim = Callable[[], Callable[[], ClaimPass]]
 
 CLAIM_BUILT = ScriptDef("claim_built", (*CLAIM.keys, "shared"))
 
@@ -44,10 +47,39 @@ def claim_built_call(keys: KeySpace, fence: Fence, table: BuiltTable, *, limit: 
 def claim_built_many(claims: Any, fences: Sequence[Fence], table: BuiltTable, *, limit: int, lease_ms: int,
                      max_wait_ms: int, wake_ttl_ms: int, ack: Sequence[Claimed] = ()) -> ClaimPass:
     """As :meth:`.claims.Claims.claim_many`, with envelopes built where the script can."""
+    calls = _calls(claims, fences, table, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
+                   wake_ttl_ms=wake_ttl_ms)
+    return _claim_pass(claims, fences, *claims.settle_after_acks(ack, calls))
+
+
+def claim_built_ahead(claims: Any, fences: Sequence[Fence], table: BuiltTable, *, limit: int, lease_ms: int,
+                      max_wait_ms: int, wake_ttl_ms: int,
+                      ack: Sequence[Claimed] = ()) -> ReceiveClaim | None:
+    """As :func:`claim_built_many`, sent now (the caller works while the scripts run). The function
+    returned reads the replies and returns one that parses them into the :class:`ClaimPass`
+    (the caller may send its next claim between the two). None where it cannot be sent ahead
+    (a cluster): nothing was sent."""
+    calls = _calls(claims, fences, table, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
+                   wake_ttl_ms=wake_ttl_ms)
+    receive = claims.begin_after_acks(ack, calls)
+    if receive is None:
+        return None
+
+    def received() -> Callable[[], ClaimPass]:
+        parse = receive()
+        return lambda: _claim_pass(claims, fences, *parse())
+
+    return received
+
+
+def _calls(claims: Any, fences: Sequence[Fence], table: BuiltTable, *, limit: int, lease_ms: int,
+           max_wait_ms: int, wake_ttl_ms: int) -> list[Call[ClaimResult]]:
     shared = claims.store.shared
-    calls = [claim_built_call(claims.keys, f, table, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
-                              wake_ttl_ms=wake_ttl_ms, shared=shared) for f in fences]
-    replies, unacked = claims.settle_after_acks(ack, calls)
+    return [claim_built_call(claims.keys, f, table, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
+                             wake_ttl_ms=wake_ttl_ms, shared=shared) for f in fences]
+
+
+def _claim_pass(claims: Any, fences: Sequence[Fence], replies: list[Any], unacked: list[Claimed]) -> ClaimPass:
     results = {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
-    expand_claimed(shared, results)
+    expand_claimed(claims.store.shared, results)
     return ClaimPass(results, unacked)

@@ -8,7 +8,7 @@ safe to run twice, as a lost reply or a replayed pipeline may do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import groupby, repeat
@@ -158,6 +158,10 @@ def reap_call(keys: KeySpace, fence: Fence, limit: int) -> Call[list[str] | None
     return REAP.call(keys.shard(fence.shard), [fence.token, fence.epoch, limit], parse)
 
 
+#: Reads the replies of calls sent ahead; returns the function that parses them.
+Receive = Callable[[], Callable[[], tuple[list[Any], list["Claimed"]]]]
+
+
 class Claims:
     """Claim/ack/release/reap on top of a :class:`Store`."""
 
@@ -188,11 +192,27 @@ class Claims:
     def settle_after_acks(self, ack: Sequence[Claimed], calls: Sequence[Call[Any]]) -> tuple[list[Any], list[Claimed]]:
         """``calls`` in one round trip after the acks of ``ack``: their replies (an error as the
         reply of its own call), and the entries whose ack failed (to be sent again)."""
+        groups, acks = self._acks(ack)
+        return _after_acks(groups, len(acks), self.scripts.settle([*acks, *calls]))
+
+    def begin_after_acks(self, ack: Sequence[Claimed], calls: Sequence[Call[Any]]) -> Receive | None:
+        """As :meth:`settle_after_acks`, sent now. The function returned reads the replies and
+        returns one that parses them into what that returns. None where the calls cannot be sent
+        ahead (see :meth:`.scripts.Scripts.begin`): nothing was sent."""
+        groups, acks = self._acks(ack)
+        pending = self.scripts.begin([*acks, *calls])
+        if pending is None:
+            return None
+
+        def receive() -> Callable[[], tuple[list[Any], list[Claimed]]]:
+            parse = pending.received()
+            return lambda: _after_acks(groups, len(acks), parse())
+
+        return receive
+
+    def _acks(self, ack: Sequence[Claimed]) -> tuple[list[tuple[int, list[Claimed]]], list[Call[Any]]]:
         groups = list(_by_shard(ack).items())
-        acks: list[Call[Any]] = [ack_call(self.keys, s, group) for s, group in groups]
-        replies = self.scripts.settle([*acks, *calls])
-        unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
-        return replies[len(acks):], unacked
+        return groups, [ack_call(self.keys, s, group) for s, group in groups]
 
     def ack(self, entries: Sequence[Claimed]) -> int:
         """Forget published entries (each only while still in flight under its claim)."""
@@ -220,6 +240,14 @@ class Claims:
     def reap(self, fence: Fence, limit: int) -> list[str] | None:
         """Return expired in-flight entries to ``due``; None when fenced."""
         return self.scripts.run(reap_call(self.keys, fence, limit))
+
+
+def _after_acks(groups: list[tuple[int, list[Claimed]]], acks: int,
+                replies: list[Any]) -> tuple[list[Any], list[Claimed]]:
+    """The replies after the first ``acks`` (those of the ack calls, one a group), and the entries
+    whose ack failed."""
+    unacked = [e for (_, group), r in zip(groups, replies, strict=False) if isinstance(r, Exception) for e in group]
+    return replies[acks:], unacked
 
 
 def expand_claimed(shared: Shared, results: dict[int, Any]) -> None:

@@ -56,6 +56,13 @@ def _packed(arg: Any) -> bytes:
 def exchange(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any] | None:
     """The replies to ``commands`` sent at once, in order, each a value or the error it met; None
     when an argument is of a type the packer leaves to redis-py (nothing was sent)."""
+    sent = send(client, commands)
+    return None if sent is None else sent.replies()
+
+
+def send(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> Sent | None:
+    """``commands`` written at once on a pooled connection kept for their replies, which
+    :meth:`Sent.replies` reads (the caller works meanwhile); None as for :func:`exchange`."""
     packed = pack(commands)
     if packed is None:
         return None
@@ -63,13 +70,30 @@ def exchange(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[A
     conn: Any = pool.get_connection()
     try:
         conn.send_packed_command([packed])
-        replies = read_replies(conn, len(commands))
     except BaseException:
         conn.disconnect()
         pool.release(conn)
         raise
-    pool.release(conn)
-    return replies
+    return Sent(pool, conn, len(commands))
+
+
+class Sent:
+    """Commands written on a connection of their own, their replies not read yet."""
+
+    def __init__(self, pool: Any, conn: Any, count: int) -> None:
+        self._pool, self._conn, self._count = pool, conn, count
+
+    def replies(self) -> list[Any]:
+        """Each command's reply (a value or its error), in order; the connection goes back to the
+        pool (dropped if reading failed: which of the commands ran is then unknown)."""
+        try:
+            replies = read_replies(self._conn, self._count)
+        except BaseException:
+            self._conn.disconnect()
+            self._pool.release(self._conn)
+            raise
+        self._pool.release(self._conn)
+        return replies
 
 
 def read_replies(conn: Any, count: int) -> list[Any]:

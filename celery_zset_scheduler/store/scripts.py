@@ -24,7 +24,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import NotReplicated
-from .resp import exchange, pack, read_replies
+from .resp import Sent, exchange, pack, read_replies, send
 
 T = TypeVar("T")
 
@@ -249,7 +249,6 @@ class Scripts:
         if not calls:
             return []
         wait = self.wait if durable else None
-        waits = wait is not None
         commands = [*before, *(("EVALSHA", *self._evalsha_args(call)) for call in calls),
                     *((("WAIT", *wait),) if wait is not None else ())]
         # By hand on a plain client (see .resp); redis-py's pipeline for any other.
@@ -262,7 +261,21 @@ class Scripts:
         for failed in raw[:len(before)]:
             if isinstance(failed, Exception):
                 raise failed
-        raw = raw[len(before):]
+        return self._settled(calls, raw[len(before):], wait)
+
+    def begin(self, calls: Sequence[Call[Any]]) -> Pending | None:
+        """``calls`` sent in one round trip whose replies :meth:`Pending.replies` reads later (the
+        caller works meanwhile); None where they cannot be sent so (a cluster, an argument the
+        packer leaves to redis-py): nothing was sent, the caller runs them with :meth:`settle`."""
+        if not calls or type(self.client) is not redis.Redis:
+            return None
+        sent = send(self.client, [("EVALSHA", *self._evalsha_args(call)) for call in calls])
+        return None if sent is None else Pending(self, calls, sent)
+
+    def _settled(self, calls: Sequence[Call[Any]], raw: list[Any], wait: tuple[int, int] | None) -> list[Any]:
+        """The replies of ``calls`` parsed (an error as its own reply), the ones that found no
+        script run again after loading it, ``WAIT``'s reply last in ``raw`` when ``wait`` is given."""
+        waits = wait is not None
         waited: list[Any] = []  # checked once every call that could run has run
         if waits:
             reply = raw.pop()
@@ -291,6 +304,23 @@ class Scripts:
         for call, reply in zip(calls, raw, strict=True):
             out.append(reply if isinstance(reply, Exception) else call.parse(reply))
         return out
+
+
+class Pending:
+    """Script calls sent, their replies still to read (:meth:`Scripts.begin`)."""
+
+    def __init__(self, scripts: Scripts, calls: Sequence[Call[Any]], sent: Sent) -> None:
+        self._scripts, self._calls, self._sent = scripts, calls, sent
+
+    def replies(self) -> list[Any]:
+        """As :meth:`Scripts.settle` returns them: each parsed, or the error that call met."""
+        return self.received()()
+
+    def received(self) -> Callable[[], list[Any]]:
+        """The replies read off the connection; the function returned parses them (so the
+        caller can send its next commands between the two)."""
+        raw = self._sent.replies()
+        return lambda: self._scripts._settled(self._calls, raw, None)
 
 
 def scripts_for(client: Any, wait: tuple[int, int] | None = None) -> Scripts:

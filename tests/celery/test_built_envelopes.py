@@ -243,3 +243,103 @@ def test_with_the_broker_down_each_attempt_gives_up_at_once(apps: AppFactory) ->
         assert not slow, slow
     finally:
         broker_server.close()
+
+
+def burst(app: Celery, count: int, per_ms: int = 3) -> list[str]:
+    """``count`` tasks due ``per_ms`` a millisecond, in the order of the list, from a moment after
+    the last is sent (one sent after its due time would go straight to the broker); returns once
+    they are all due, the ids in that order."""
+    start = datetime.now(timezone.utc) + timedelta(seconds=1.0 + count / 1000)
+    record = app.tasks["t.record"]
+    ids = [record.apply_async(kwargs={"tag": i}, eta=start + timedelta(milliseconds=i // per_ms)).id
+           for i in range(count)]
+    assert datetime.now(timezone.utc) < start, "sending took longer than the burst's margin"
+    time.sleep((start - datetime.now(timezone.utc)).total_seconds() + count / per_ms / 1000 + 0.05)
+    return ids
+
+
+def in_flight(app: Celery) -> int:
+    store = installation_for(app).store  # type: ignore[union-attr]
+    return sum(int(store.client.zcard(store.keys.shard(s).inflight)) for s in range(store.keys.shards))
+
+
+def test_a_burst_is_claimed_ahead_of_each_publish_and_goes_out_in_due_order_once(apps: AppFactory) -> None:
+    """Each claim after a full batch goes while that batch is published: the queue still gets every
+    task once, in due order (ties in the order they were sent), and every entry is acked."""
+    _, ours = elsewhere(apps, zset_scheduler_batch_size=40)
+    ids = burst(ours, 1200)  # all due before the dispatcher starts: a burst of full batches
+    broker = redis.Redis.from_url(apps.server.url_db(BROKER_DB))
+    handoff = handoff_of(apps, ours)
+    wait_for(lambda: broker.llen("celery") >= len(ids), timeout=60, what="the whole burst in the queue")
+    order = [m["headers"]["id"] for m in drain(broker)[b"celery"]]
+    assert order == ids
+    assert handoff.claimed_ahead > 5 and handoff.prebuilt == 1200
+    wait_for(lambda: in_flight(ours) == 0, what="every entry acked")
+    assert all(celery_zset_scheduler.lookup(ours, i) is None for i in ids[::50])
+
+
+def test_a_broker_outage_under_claims_sent_ahead_loses_nothing(apps: AppFactory) -> None:
+    """The broker killed in the middle of a burst: the batch that failed and the claim sent ahead of
+    it go back to due, and all of it comes out once the broker is back, acked."""
+    from celery_zset_scheduler.testing import RedisServer
+
+    broker_server = RedisServer(appendonly=True).start()  # AOF with fsync always: kill -9 keeps the lists
+    try:
+        ours = apps(broker_url=broker_server.url, task_queues=QUEUES, zset_scheduler_batch_size=40)
+        ids = burst(ours, 3000, per_ms=6)
+        handoff = handoff_of(apps, ours)
+        broker = broker_server.client()
+        wait_for(lambda: broker.llen("celery") >= 200, what="publishing to start")
+        broker_server.stop(kill=True)
+        ahead = handoff.claimed_ahead
+        time.sleep(1.5)
+        broker_server.start()
+        broker = broker_server.client()
+        wait_for(lambda: {json.loads(m)["headers"]["id"] for m in broker.lrange("celery", 0, -1)} == set(ids),
+                 timeout=60, what="every task in the queue after the outage")
+        assert ahead > 0 and handoff.claimed_ahead > ahead  # sent ahead before the outage and after it
+        wait_for(lambda: in_flight(ours) == 0, what="every entry acked")
+    finally:
+        broker_server.close()
+
+
+def test_a_dispatcher_stopped_in_a_burst_puts_its_claim_sent_ahead_back(apps: AppFactory) -> None:
+    _, ours = elsewhere(apps, zset_scheduler_batch_size=40)
+    ids = burst(ours, 20000, per_ms=20)
+    broker = redis.Redis.from_url(apps.server.url_db(BROKER_DB))
+    dispatcher: Dispatcher = apps.dispatcher(ours)
+    wait_for(lambda: broker.llen("celery") >= 2000, what="the burst to start")
+    dispatcher.stop()
+    dispatcher.thread.join(timeout=30)  # type: ignore[attr-defined]
+    handoff = dispatcher.handoff
+    assert isinstance(handoff, BuiltHandOff) and handoff.claimed_ahead > 0
+    assert not dispatcher.thread.is_alive()  # type: ignore[attr-defined]
+    published = int(broker.llen("celery"))
+    assert 0 < published < len(ids) and in_flight(ours) == 0  # nothing left claimed
+    store = installation_for(ours).store  # type: ignore[union-attr]
+    waiting = sum(int(store.client.zcard(store.keys.shard(s).due)) for s in range(store.keys.shards))
+    assert waiting == len(ids) - published  # the rest waits in due
+
+
+def test_a_dispatcher_joining_in_a_burst_takes_shards_with_nothing_claimed_ahead_left_behind(
+        apps: AppFactory) -> None:
+    """The leader hands half its shards to a dispatcher that joins mid-burst; the claim it sent
+    ahead goes back before it lets them go: each task once, each shard's in due order."""
+    _, ours = elsewhere(apps, zset_scheduler_batch_size=40)
+    ids = burst(ours, 16000, per_ms=16)
+    broker = redis.Redis.from_url(apps.server.url_db(BROKER_DB))
+    first: Dispatcher = apps.dispatcher(ours)
+    wait_for(lambda: broker.llen("celery") >= 1000, what="the burst to start")
+    second: Dispatcher = apps.dispatcher(apps(broker_url=apps.server.url_db(BROKER_DB), task_queues=QUEUES,
+                                              zset_scheduler_batch_size=40))
+    wait_for(lambda: broker.llen("celery") >= len(ids), timeout=90, what="the whole burst in the queue")
+    order = [m["headers"]["id"] for m in drain(broker)[b"celery"]]
+    assert sorted(order) == sorted(ids)  # each once
+    keys = installation_for(ours).store.keys  # type: ignore[union-attr]
+    rank = {task_id: n for n, task_id in enumerate(ids)}
+    for shard in range(keys.shards):
+        mine = [rank[i] for i in order if keys.shard_of(i) == shard]
+        assert mine == sorted(mine), f"shard {shard} out of due order"
+    assert isinstance(first.handoff, BuiltHandOff) and first.handoff.claimed_ahead > 0
+    assert first.leadership.owned and second.leadership.owned  # the shards were shared
+    assert not set(first.leadership.owned) & set(second.leadership.owned)

@@ -84,6 +84,28 @@ def test_kill_9_between_claim_and_ack_loses_nothing(
         assert max(counts.values()) == 2
 
 
+def test_kill_9_with_the_next_claim_sent_ahead_loses_nothing(
+    apps: AppFactory, redis_server: RedisServer, cluster_factory: list[Cluster]
+) -> None:
+    """A burst on the built lane: each claim goes while the batch before it is published. Killed
+    right after a publish, the dispatcher holds that batch unacked and the next one claimed: the
+    first goes out a second time, the second once, when its in-flight lease ends."""
+    conf = {"zset_scheduler_batch_size": 20}
+    cluster = make_cluster(cluster_factory, redis_server, shards=2, **conf)
+    ids = schedule(apps, 400, spread=0.05, start=0.5, shards=2, **conf)
+    crashing = cluster.hooked_dispatcher("published")
+    crashing.wait_for_output(r"PAUSED ")
+    batch = paused_batch(crashing.output)
+    assert "AHEAD True" in crashing.output and re.search(r"BUILT [1-9]", crashing.output), crashing.output[-2000:]
+    crashing.kill9()
+    apps.worker(apps(shards=2, **conf))
+    cluster.dispatcher()
+    counts = wait_all_ran(apps, ids)
+    assert set(counts) == set(ids)  # nothing lost, nothing invented
+    assert {task_id for task_id, n in counts.items() if n > 1} == set(batch)  # the unacked batch only
+    assert max(counts.values()) == 2
+
+
 def test_a_paused_leader_is_fenced_and_its_batch_in_hand_is_not_published(
     apps: AppFactory, redis_server: RedisServer, cluster_factory: list[Cluster]
 ) -> None:

@@ -41,7 +41,7 @@ class ListHandOff:
 
     holding = False
 
-    def settle(self, *, acks: bool = True) -> None:
+    def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
         """Nothing held back: every batch is acked at once."""
 
 

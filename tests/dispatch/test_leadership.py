@@ -67,6 +67,16 @@ def test_a_joining_dispatcher_gets_its_share_and_a_leaving_one_hands_over(store:
     assert set(a.owned) == {0, 1, 2, 3}
 
 
+def test_the_hook_before_a_release_runs_once_while_the_shards_are_still_held(store: Store) -> None:
+    a, b = Leadership(store, "a", 5.0), Leadership(store, "b", 5.0)
+    calls: list[set[int]] = []
+    a.beat(before_release=lambda: calls.append(set(a.owned)))
+    assert calls == [] and set(a.owned) == {0, 1, 2, 3}  # nothing to release: not called
+    b.beat()
+    a.beat(before_release=lambda: calls.append(set(a.owned)))
+    assert calls == [{0, 1, 2, 3}] and set(a.owned) == {0, 2}  # called once, before letting 1 and 3 go
+
+
 def test_a_dead_dispatchers_shards_move_after_the_lock_timeout(store: Store) -> None:
     a, b = Leadership(store, "a", 0.5), Leadership(store, "b", 0.5)
     beat_all([a, b])

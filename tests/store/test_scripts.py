@@ -104,3 +104,21 @@ def test_a_pipeline_runs_each_call_once_when_only_some_scripts_are_missing(store
     assert sum(reply["a"] == "cancelled" for reply in replies[1::2]) == 1  # "a" cancelled in its shard
     stats = command_stats(r)
     assert stats["cmdstat_evalsha"]["calls"] == 3 * store.shards  # 2 per shard, then the NOSCRIPT cancels once more
+
+
+def test_calls_sent_ahead_are_read_later_and_survive_a_flushed_script_cache(store: Store, r: redis.Redis) -> None:
+    store.schedule_many([NewEntry("a", 1, b"x")])
+    r.script_flush()  # every master's, on a cluster
+    calls = [schedule_call(store.keys, s, [NewEntry(f"ahead-{s}", 1, b"x")], replace=False)
+             for s in range(store.shards)]
+    pending = store.scripts.begin(calls)
+    if store.clustered:
+        assert pending is None  # nothing sent: the caller runs them with settle
+        assert store.scripts.settle(calls)
+        return
+    assert pending is not None
+    assert store.cancel(["a"]) == {"a": "cancelled"}  # the store is used meanwhile, on other connections
+    parse = pending.received()  # read: the connection is back in the pool before parsing
+    assert [[x.status for x in reply] for reply in parse()] == [["scheduled"]] * store.shards
+    assert store.cancel([f"ahead-{s}" for s in range(store.shards)]) == {
+        f"ahead-{s}": "cancelled" for s in range(store.shards)}  # each ran once, after loading the script

@@ -57,6 +57,8 @@ def hook(dispatcher: Dispatcher, point: str) -> None:
             report = publish(batch, guard)
             if point == "published" and not paused and report is not None and report.published:
                 paused = True
+                # Whether the next claim was sent before this batch went out (dispatch/built.py).
+                print(f"AHEAD {getattr(handoff, '_ahead', None) is not None}", flush=True)
                 pause(point, [o.task_id for o in batch[: report.published]])
             return report
         return publish_then_pause
