@@ -1,9 +1,11 @@
-"""Where a dispatched task's Redis time goes: ``python -m bench.drain [--size N] [--rounds K]``.
+"""Where a dispatched task's Redis time goes: ``python -m bench.drain [--size N] [--rounds K]
+[--broker-server]``.
 
 Starts its own redis-server, then, ``--rounds`` times in turn, drains ``--size`` ``add(i, i)``
 tasks all due (scheduled by ``schedule_many`` first, not timed) with one dispatcher leading every
 shard, on the fast path (store and broker on db 0) and on the generic path (broker on db 1: the
-claim builds the envelopes, Python forwards them). For each drain it prints the rate (first claim
+claim builds the envelopes, Python forwards them; with ``--broker-server``, on a redis-server of
+its own: the store's CPU is then the claim's alone). For each drain it prints the rate (first claim
 to last hand-off, the dispatcher's own observer), the server's CPU per task (``INFO cpu``, user +
 system, over the drain only) and the commands that took most of its time per task (``INFO
 commandstats``; a script's own time includes the commands it calls). Running it on two checkouts
@@ -13,6 +15,7 @@ in turn (``PYTHONPATH=<checkout>``) gives before / after pairs from the same min
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Any
@@ -53,11 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=100_000, help="tasks per drain (100,000)")
     p.add_argument("--rounds", type=int, default=2, help="drains of each path, in turn")
     p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--broker-server", action="store_true",
+                   help="the generic path's broker on a redis-server of its own (default: db 1 of the store's)")
     args = p.parse_args(argv)
-    with RedisServer() as server:
+    with RedisServer() as server, contextlib.ExitStack() as stack:
         client = server.client()
+        broker = stack.enter_context(RedisServer()).url if args.broker_server else server.url_db(1)
         paths = {"fast": make_env(server.url, server.url, shards=args.shards),
-                 "generic": make_env(server.url, server.url_db(1), shards=args.shards)}
+                 "generic": make_env(server.url, broker, shards=args.shards)}
         for _ in range(args.rounds):
             for name, env in paths.items():
                 found = drain_once(env, client, args.size)

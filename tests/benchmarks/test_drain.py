@@ -10,8 +10,9 @@ import pytest
 from bench import drain
 
 
-def test_a_tiny_run_prints_each_path_with_its_redis_time(capsys: pytest.CaptureFixture[str]) -> None:
-    assert drain.main(["--size", "300", "--rounds", "1", "--shards", "2"]) == 0
+@pytest.mark.parametrize("where", [[], ["--broker-server"]])
+def test_a_tiny_run_prints_each_path_with_its_redis_time(capsys: pytest.CaptureFixture[str], where: list[str]) -> None:
+    assert drain.main(["--size", "300", "--rounds", "1", "--shards", "2", *where]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["fast", "generic"]
     for line in lines:
