@@ -12,6 +12,7 @@ Python path of :class:`~.generic.GenericHandOff` in the same pass and transactio
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +27,7 @@ from ..model.logs import describe, log_event
 from ..store.built import BuiltTable, ReceiveClaim, claim_built_ahead, claim_built_many
 from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
 from .generic import Check, Claim, GenericHandOff, Item, Revoked
-from .handoff import Built, BuiltPublisher, Env, Outgoing, Pass, Publisher
+from .handoff import Built, BuiltPublisher, Env, Outgoing, Pass, Publisher, ShardPass
 
 #: The table to build envelopes for, or None for the plain generic claim this pass (the broker is
 #: not Kombu's Redis transport, or could not be reached). The Celery layer builds it from Kombu.
@@ -59,7 +60,10 @@ class BuiltHandOff(GenericHandOff):
         try:
             return super().dispatch(fences, waiting)
         except BaseException:
-            self._drop_ahead()  # the pass failed: what was claimed after its batch goes back first
+            # The pass failed: what was claimed after its batch goes back first (a release that
+            # fails stays owed, sent with the next settle; the pass's own error is the one raised).
+            with contextlib.suppress(Exception):
+                self._drop_ahead()
             raise
 
     def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
@@ -118,14 +122,21 @@ class BuiltHandOff(GenericHandOff):
         acquired since), claimed now with the same table. When the last pass took a full batch,
         the next claim goes as soon as this one's reply is read, before it is parsed. Its entries
         count as claimed when it was sent (every lease deadline is later), and the Redis clock
-        was read then."""
+        was read then. A shard whose lease changed since it was sent (lost, taken again) waits for
+        the next pass: the old claim's entries go back (``_keep_fresh``) before anything of the new
+        lease is claimed, and the loop does not judge the new lease by the old claim's outcome."""
+        current = {f.shard: f for f in self.env.fences()}
         parse = self._receive(ahead)
         if self._busy:
             self._table = ahead.table
-            self._send_ahead(ahead.fences)
+            self._send_ahead([f for f in ahead.fences if current.get(f.shard) == f])
         claimed = self._parsed(parse)
         self._table = ahead.table
         passed, claims, cutoffs = self._take(ahead.fences, claimed, ahead.sent_at, time.monotonic(), ahead.sent_at)
+        for fence in ahead.fences:
+            if current.get(fence.shard) != fence:
+                passed.shards[fence.shard] = ShardPass(False, 0, None, 0)
+                self._retry.add(fence.shard)
         covered = {f.shard for f in ahead.fences}
         rest = [f for f in fences if f.shard not in covered]
         if rest:

@@ -92,7 +92,8 @@ def test_kill_9_with_the_next_claim_sent_ahead_loses_nothing(
     first goes out a second time, the second once, when its in-flight lease ends."""
     conf = {"zset_scheduler_batch_size": 20}
     cluster = make_cluster(cluster_factory, redis_server, shards=2, **conf)
-    ids = schedule(apps, 400, spread=0.05, start=0.5, shards=2, **conf)
+    # All due before the dispatcher is up: its first claim takes a full batch, so the next goes ahead.
+    ids = schedule(apps, 400, spread=0.05, start=0.05, shards=2, **conf)
     crashing = cluster.hooked_dispatcher("published")
     crashing.wait_for_output(r"PAUSED ")
     batch = paused_batch(crashing.output)
@@ -126,6 +127,30 @@ def test_a_paused_leader_is_fenced_and_its_batch_in_hand_is_not_published(
     counts = wait_all_ran(apps, ids)
     assert counts == collections.Counter(dict.fromkeys(ids, 1))  # exactly once, batch included
     assert stale.alive  # losing the lease re-enters the election; it does not exit
+
+
+def test_a_paused_leader_puts_back_the_claim_it_sent_ahead(
+    apps: AppFactory, redis_server: RedisServer, cluster_factory: list[Cluster]
+) -> None:
+    """Paused in a burst with a batch in hand and the next claim sent ahead, both under a 60 s
+    in-flight lease: only the stale leader's own release can bring them back, once it resumes."""
+    conf = {"zset_scheduler_inflight_timeout": 60, "zset_scheduler_batch_size": 10}
+    cluster = make_cluster(cluster_factory, redis_server, shards=1, **conf)
+    ids = schedule(apps, 300, spread=0.05, start=0.05, shards=1, **conf)  # all due at its start
+    stale = cluster.hooked_dispatcher("claimed_ahead")
+    stale.wait_for_output(r"PAUSED ")
+    assert "AHEAD True" in stale.output, stale.output[-2000:]
+    batch = paused_batch(stale.output)
+    apps.worker(apps(shards=1, **conf))
+    cluster.dispatcher()
+    # Everything but the stale leader's two claims (its batch and the one sent ahead) runs.
+    wait_for(lambda: len(run_counts(apps)) >= len(ids) - len(batch) - 10, timeout=60, what="the fresh leader")
+    time.sleep(1.0)
+    assert len(run_counts(apps)) <= len(ids) - len(batch) - 1  # the claim sent ahead waits too
+    stale.signal(signal.SIGCONT)
+    stale.wait_for_output(r"zset batch\.abandoned .*reason=lease_lapsed")
+    counts = wait_all_ran(apps, ids)
+    assert counts == collections.Counter(dict.fromkeys(ids, 1))  # exactly once, both claims included
 
 
 @pytest.mark.parametrize("store", ["own_db", "broker_db"])

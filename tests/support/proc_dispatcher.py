@@ -1,6 +1,7 @@
 """A dispatcher process that stops itself at a chosen point of the hand-over, for crash tests.
 
     python -m tests.support.proc_dispatcher claimed    # SIGSTOP itself after a claim, before publishing
+    python -m tests.support.proc_dispatcher claimed_ahead  # the same, at a claim decoded with the next one sent
     python -m tests.support.proc_dispatcher handing    # SIGSTOP itself inside the hand-off, at the publish call
     python -m tests.support.proc_dispatcher published  # SIGSTOP itself after publishing, before the ack
     python -m tests.support.proc_dispatcher before_push  # fast path: right before the script runs
@@ -40,8 +41,11 @@ def hook(dispatcher: Dispatcher, point: str) -> None:
 
     def pause_then_decode(entries: list[Any], claimed_at: float) -> Any:
         nonlocal paused
-        if point == "claimed" and not paused and any(claimed for claimed, _ in entries):
+        ahead = getattr(handoff, "_ahead", None) is not None
+        wanted = point == "claimed" or (point == "claimed_ahead" and ahead)
+        if wanted and not paused and any(claimed for claimed, _ in entries):
             paused = True
+            print(f"AHEAD {ahead}", flush=True)
             pause(point, [e.task_id for claimed, _ in entries for e in claimed])
         return decode(entries, claimed_at)
 
