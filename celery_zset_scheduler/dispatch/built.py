@@ -69,8 +69,9 @@ class BuiltHandOff(GenericHandOff):
     def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
         # Kept at a heartbeat between two full passes (the next pass reads it at once); else, as
         # held entries, it goes back: before shards are handed to another dispatcher (which must
-        # not publish what is due after it first), a sleep, or shutdown.
-        if acks and (releasing or not self._busy or self.env.stopping()):
+        # not publish what is due after it first), a sleep, or shutdown. Held entries going back
+        # now (due before what it took) take it with them, or it would go out before them.
+        if acks and (releasing or not self._busy or self.env.stopping() or self._held or self._unreleased):
             self._drop_ahead()
         super().settle(acks=acks, releasing=releasing)
 
@@ -151,11 +152,21 @@ class BuiltHandOff(GenericHandOff):
         return Pass(passed.shards, ahead.sent_at, ahead.sent_at), claims, cutoffs
 
     def _receive(self, ahead: _Ahead) -> Callable[[], ClaimPass]:
+        """The claim's reply read; the function returned parses it. If either fails, the acks it
+        carried go again with the next claim (an ack is idempotent)."""
         try:
-            return ahead.receive()
+            parse = ahead.receive()
         except BaseException:
-            self._to_ack = ahead.acks + self._to_ack  # an ack is idempotent: sent again with the next claim
+            self._to_ack = ahead.acks + self._to_ack
             raise
+
+        def parsed() -> ClaimPass:
+            try:
+                return parse()
+            except BaseException:
+                self._to_ack = ahead.acks + self._to_ack
+                raise
+        return parsed
 
     def _parsed(self, parse: Callable[[], ClaimPass]) -> ClaimPass:
         claimed = parse()

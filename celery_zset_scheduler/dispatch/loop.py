@@ -86,6 +86,7 @@ class Dispatcher:
         self._pending_ms: dict[int, int | None] = {}  # shard -> earliest pending due (Redis ms) at its last claim
         self._next_beat = 0.0
         self._last_claim = 0.0
+        self._backlog = False  # the last pass took a full batch on some shard
         self._pubsub: Any = None
         self._outage: str | None = None
         self._outage_logged = 0.0
@@ -135,7 +136,7 @@ class Dispatcher:
 
     def _shutdown(self) -> None:
         try:
-            self.handoff.settle()
+            self.handoff.settle(releasing=True)  # run() may end by an error, not stop(): the shards go
             self.leadership.release_all()
         except REDIS_ERRORS as exc:
             log_event(logging.WARNING, "dispatcher.shutdown_incomplete", error=describe(exc))
@@ -209,6 +210,12 @@ class Dispatcher:
             self._next_due[shard] = 0.0  # claim at once: we do not know its next due time yet
         for shard in changes.lost + changes.released:
             self._next_due.pop(shard, None)
+        if self._backlog:
+            # In a backlog the heartbeat's settle puts back what was claimed for the next pass
+            # (held entries, a claim sent ahead), of shards the last pass may have found short:
+            # every shard is claimed again at once, not at its planned time.
+            for shard in self.leadership.owned:
+                self._next_due[shard] = 0.0
         limit = self.config.batch_size
         for shard, lease in list(self.leadership.owned.items()):
             try:
@@ -222,6 +229,7 @@ class Dispatcher:
                 self._lost(shard, "reap fenced")
             elif reaped:
                 log_event(logging.WARNING, "inflight.reaped", shard=shard, count=len(reaped))
+                self.handoff.settle(releasing=True)  # a claim sent ahead took what is due after them
                 self.observer.reaped(shard, len(reaped))
                 self._next_due[shard] = 0.0
 
@@ -278,6 +286,7 @@ class Dispatcher:
         error = report.broker_error
         if error is not None:
             raise BrokerUnavailable(f"publishing to the broker failed: {error!r}") from error
+        self._backlog = busy
         return busy
 
     def _shard_failed(self, shard: int, error: Exception) -> None:

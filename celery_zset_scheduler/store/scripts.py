@@ -147,6 +147,7 @@ class Scripts:
         self.client = client
         self.wait = wait if wait and wait[0] > 0 else None
         self._sources = sources()
+        self._begun: set[str] = set()  # scripts loaded before calls to them were first begun
 
     def check_wait(self, reply: Any) -> None:
         if self.wait is None:
@@ -269,6 +270,11 @@ class Scripts:
         packer leaves to redis-py): nothing was sent, the caller runs them with :meth:`settle`."""
         if not calls or type(self.client) is not redis.Redis:
             return None
+        for name in {call.script for call in calls} - self._begun:
+            # Loaded first: a call that found no script would run again only when its reply is
+            # read, after what the caller sent meanwhile (an ack of the batch published since).
+            self.client.script_load(self._sources[name].text)
+            self._begun.add(name)
         sent = send(self.client, [("EVALSHA", *self._evalsha_args(call)) for call in calls])
         return None if sent is None else Pending(self, calls, sent)
 
@@ -320,6 +326,11 @@ class Pending:
         """The replies read off the connection; the function returned parses them (so the
         caller can send its next commands between the two)."""
         raw = self._sent.replies()
+        if any(isinstance(r, NoScriptError) for r in raw):
+            # A script the server lost (a restart, a flush): loaded and run again now, before the
+            # caller sends anything that must run after these calls.
+            settled = self._scripts._settled(self._calls, raw, None)
+            return lambda: settled
         return lambda: self._scripts._settled(self._calls, raw, None)
 
 
