@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
 from operator import attrgetter
-from typing import cast
+from typing import TypeVar, cast
 
 from ..errors import ZSetSchedulerError
 from ..model.logs import describe, log_event
@@ -43,6 +43,8 @@ _new_item = partial(tuple.__new__, Item)
 #: The publisher of built envelopes and the source of tables; the fast path's hand-off takes one
 #: (:func:`.fastpath.fast`), as its fallback when the broker is not the store's database.
 Lane = tuple[BuiltPublisher, TableSource]
+
+_T = TypeVar("_T")
 
 
 class BuiltHandOff(GenericHandOff):
@@ -70,8 +72,8 @@ class BuiltHandOff(GenericHandOff):
         # Kept at a heartbeat between two full passes (the next pass reads it at once); else, as
         # held entries, it goes back: before shards are handed to another dispatcher (which must
         # not publish what is due after it first), a sleep, or shutdown. Held entries going back
-        # now (due before what it took) take it with them, or it would go out before them.
-        if acks and (releasing or not self._busy or self.env.stopping() or self._held or self._unreleased):
+        # take it with them (``_release``).
+        if acks and (releasing or not self._busy or self.env.stopping()):
             self._drop_ahead()
         super().settle(acks=acks, releasing=releasing)
 
@@ -154,19 +156,15 @@ class BuiltHandOff(GenericHandOff):
     def _receive(self, ahead: _Ahead) -> Callable[[], ClaimPass]:
         """The claim's reply read; the function returned parses it. If either fails, the acks it
         carried go again with the next claim (an ack is idempotent)."""
-        try:
-            parse = ahead.receive()
-        except BaseException:
-            self._to_ack = ahead.acks + self._to_ack
-            raise
-
-        def parsed() -> ClaimPass:
+        def restoring(step: Callable[[], _T]) -> _T:
             try:
-                return parse()
+                return step()
             except BaseException:
                 self._to_ack = ahead.acks + self._to_ack
                 raise
-        return parsed
+
+        parse = restoring(ahead.receive)
+        return lambda: restoring(parse)
 
     def _parsed(self, parse: Callable[[], ClaimPass]) -> ClaimPass:
         claimed = parse()

@@ -173,8 +173,8 @@ class GenericHandOff:
 
     def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
         if acks and self._held:  # not published yet: back to due, to be claimed again in due order
-            self._unreleased.extend(i.entry for i in self._held)
-            self._held = []
+            held, self._held = self._held, []
+            self._release([i.entry for i in held])
         clustered = self.env.claims.store.clustered
         if acks and self._to_ack:
             if clustered:

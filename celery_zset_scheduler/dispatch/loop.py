@@ -217,6 +217,7 @@ class Dispatcher:
             for shard in self.leadership.owned:
                 self._next_due[shard] = 0.0
         limit = self.config.batch_size
+        any_reaped = False
         for shard, lease in list(self.leadership.owned.items()):
             try:
                 reaped = self.claims.reap(lease.fence, limit)
@@ -229,9 +230,11 @@ class Dispatcher:
                 self._lost(shard, "reap fenced")
             elif reaped:
                 log_event(logging.WARNING, "inflight.reaped", shard=shard, count=len(reaped))
-                self.handoff.settle(releasing=True)  # a claim sent ahead took what is due after them
                 self.observer.reaped(shard, len(reaped))
                 self._next_due[shard] = 0.0
+                any_reaped = True
+        if any_reaped:
+            self.handoff.settle(releasing=True)  # what was claimed ahead is due after the reaped ones
 
     def _lost(self, shard: int, reason: str) -> None:
         self.leadership.drop(shard, reason=reason)
