@@ -280,6 +280,13 @@ class Settings:
         "Periodic entries with `overlap` `skip`/`buffer_one`: an occurrence handed to the broker counts as "
         "running until a worker reports its end, or at most this long (a lost message cannot hold its entry).",
     )
+    collect_interval: float = _opt(
+        3600.0, _seconds(0.0, 30 * 86400.0),
+        "Least time between two collections of a shard's shared prefixes, which its leader runs a step a "
+        "heartbeat: a prefix no pending task refers to is deleted after two (each producer process writes "
+        "its own, so restarts leave old ones). Also how long one producer pipeline may stall before its "
+        "entry could lose its prefix (docs/design.md). 0: never collect.",
+    )
 
     @property
     def heartbeat_interval(self) -> float:

@@ -63,7 +63,8 @@ def breakdown(env: BenchEnv) -> dict[str, Any]:
         sk = keys.shard(s)
         due += int(client.memory_usage(sk.due, samples=0) or 0)
         msg += int(client.memory_usage(sk.msg, samples=0) or 0)
-        shared += int(client.memory_usage(sk.shared, samples=0) or 0)
+        for name in (sk.shared, sk.shared_old, sk.shared_grave):  # the last two: while a collection runs
+            shared += int(client.memory_usage(name, samples=0) or 0)
         pending += int(client.zcard(sk.due))
     page = env.store.page(0, limit=100, with_payloads=True)
     payloads = [len(e.payload or b"") for e in page.entries]
@@ -84,5 +85,5 @@ def _drop(client: redis.Redis, keys: KeySpace) -> None:
     names = [keys.meta]
     for s in range(keys.shards):
         sk = keys.shard(s)
-        names += [sk.due, sk.msg, sk.shared]
+        names += [sk.due, sk.msg, sk.shared, sk.shared_old, sk.shared_grave, sk.shared_gc]
     client.delete(*names)  # DEL, not UNLINK: freed before the next used_memory reading

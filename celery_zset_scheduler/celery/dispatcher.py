@@ -52,6 +52,7 @@ def build_dispatcher(
         inflight_timeout=s.inflight_timeout,
         heartbeat_interval=s.heartbeat_interval,
         claim_interval=s.claim_interval,
+        collect_interval=s.collect_interval,
     )
     port = s.metrics_port if metrics_port is None else metrics_port
     metrics = None

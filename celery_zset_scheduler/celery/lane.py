@@ -85,6 +85,7 @@ class Shape:
     message: StoredMessage  # the first call's, without its parent's ids and its body
     template: Template | None
     types: tuple[type, ...]  # of the option values: 1, 1.0 and True are different shapes
+    zeros: tuple[tuple[str, float], ...]  # float options equal to zero and their sign: -0.0 is not 0.0
     settings: tuple[Any, ...]
     installed: Any  # the installation's settings object (a reset makes new ones)
     router: Any  # the app's router (Celery makes a new one when task_routes is updated)
@@ -172,6 +173,8 @@ class Lane:
         if (producer is None or signals.before_task_publish.receivers or signals.task_sent.receivers
                 or tuple(map(type, opts.values())) != shape.types):
             return _NOT_TAKEN
+        if shape.zeros and any(math.copysign(1.0, opts[k]) != sign for k, sign in shape.zeros):
+            return _NOT_TAKEN
         parent = app.current_worker_task
         if parent is not None and shape.settings[-1]:  # task_inherit_parent_priority
             return _NOT_TAKEN
@@ -251,6 +254,8 @@ class Lane:
         if settings != tuple(self.app.conf.get(setting) for setting in SETTINGS):  # one it cannot read
             self._keep(shapes, key, FULL)
             return self.original(name, args, kwargs, None, None, **options)
+        # A copy: a setting changed in place (the retry policy's dict) must not still equal it.
+        settings = copy.deepcopy(settings)
         installed = self.inst.settings
         parent = self.app.current_worker_task
         captured: list[tuple[Built, bytes]] = []
@@ -294,7 +299,9 @@ class Lane:
             template = None
         amqp = self.app.amqp
         return Shape(
-            message=message, template=template, types=tuple(map(type, opts.values())), settings=settings,
+            message=message, template=template, types=tuple(map(type, opts.values())),
+            zeros=tuple((k, math.copysign(1.0, v)) for k, v in opts.items() if type(v) is float and v == 0.0),
+            settings=settings,
             installed=installed, router=router, origin=str(headers.get("origin")),
             reply_to=str(message.properties.get("reply_to")),
             exchange=built.exchange, routing_key=built.routing_key,

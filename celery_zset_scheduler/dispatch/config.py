@@ -14,3 +14,5 @@ class DispatcherConfig:
     heartbeat_interval: float = 1.0
     claim_interval: float = 0.002
     backoff_max: float = 5.0
+    collect_interval: float = 3600.0  # least time between two collections of a shard's prefixes (0: none)
+    collect_values: int = 500  # values one step of a collection scans

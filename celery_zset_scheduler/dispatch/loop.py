@@ -1,7 +1,8 @@
 """The dispatcher: hand due entries of the shards this process leads to the broker.
 
 One thread does everything, in this order each pass: settle what an outage left behind, heartbeat
-and rebalance (every ``heartbeat_interval``), reap expired in-flight entries, fire the due periodic
+and rebalance (every ``heartbeat_interval``), reap expired in-flight entries, a step of collecting
+unused shared prefixes (:mod:`.collector`), fire the due periodic
 entries (:mod:`.periodic`: their occurrences become stored tasks), then one batch from every owned
 shard that is due, through the :class:`~.handoff.HandOff`. It then sleeps until the
 earliest due time of its shards (by Redis time, converted to a local monotonic deadline), its next
@@ -30,6 +31,7 @@ from ..store.client import location
 from ..store.deadletters import DeadLetters
 from ..store.pending import Store
 from ..store.periodic import PeriodicStore
+from .collector import Collector
 from .config import DispatcherConfig
 from .generic import generic
 from .handoff import BrokerUnavailable, Env, HandOffFactory, Publisher, ShardPass
@@ -92,6 +94,7 @@ class Dispatcher:
         self._outage_logged = 0.0
         self._backoff = OutageBackoff(cap=self.config.backoff_max)
         self._shard_outages: dict[int, OutageBackoff] = {}  # shards whose own calls fail (the rest go on)
+        self.collector = Collector(store, self.config)
         self.periodic = None if periodic is None else periodic(
             PeriodicEnv(PeriodicStore(store), self.config, self._lease_valid))
 
@@ -235,6 +238,7 @@ class Dispatcher:
                 any_reaped = True
         if any_reaped:
             self.handoff.settle(releasing=True)  # what was claimed ahead is due after the reaped ones
+        self.collector.beat(self.leadership.owned)
 
     def _lost(self, shard: int, reason: str) -> None:
         self.leadership.drop(shard, reason=reason)

@@ -58,6 +58,9 @@ class ShardKeys:
     due: str  # ZSET id -> due time (ms)
     msg: str  # HASH id -> encoded message
     shared: str  # HASH id -> the prefix of encoded messages many entries share (store/shared.py)
+    shared_old: str  # HASH the prefixes `shared` held when a collection began (store/shared_gc.py)
+    shared_grave: str  # HASH the prefixes no value referred to in the last collection, read until the next ends
+    shared_gc: str  # HASH the collection's state: when it began, its HSCAN cursor, the layout it saw
     inflight: str  # ZSET id -> lease deadline (ms) of a claimed, not yet acked entry
     lock: str  # STRING leader token (PX lease)
     epoch: str  # STRING fencing counter, INCR on every change of leader
@@ -167,6 +170,9 @@ class KeySpace:
             due=f"{tag}:due",
             msg=f"{tag}:msg",
             shared=f"{tag}:shared",
+            shared_old=f"{tag}:shared:old",
+            shared_grave=f"{tag}:shared:grave",
+            shared_gc=f"{tag}:shared:gc",
             inflight=f"{tag}:inflight",
             lock=f"{tag}:lock",
             epoch=f"{tag}:epoch",

@@ -22,7 +22,7 @@ from .shared import Shared
 #: Reads the replies of a claim sent ahead; returns the function that parses them.
 ReceiveClaim = Callable[[], Callable[[], ClaimPass]]
 
-CLAIM_BUILT = ScriptDef("claim_built", (*CLAIM.keys, "shared"))
+CLAIM_BUILT = ScriptDef("claim_built", (*CLAIM.keys, "shared", "shared_old", "shared_grave"))
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
 
 def parse_claim(reply: Any, shard: int, shared: Shared | None) -> ClaimResult:
     """A claim script's reply; an 11th element (claim_built's) numbers the entries built (its scores
-    and numbers may come as one comma-separated string each: store/lua/claim_built-11.lua). Made
+    and numbers may come as one comma-separated string each: store/lua/claim_built-13.lua). Made
     column by column, each entry's named tuple in C (a claim returns up to a batch of entries)."""
     if int(reply[0]) == 0:
         return ClaimResult(True, 0, None, [])

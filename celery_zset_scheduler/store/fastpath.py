@@ -24,7 +24,7 @@ from .values import split
 FAST_PUSH = ScriptDef(
     "fast_push",
     ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen",
-     "shared"),
+     "shared", "shared_old", "shared_grave"),
     variadic=True,
 )
 

@@ -15,7 +15,9 @@ an id in a shard it checks the stored prefix is its own: a different one (a dige
 about 2^-64 per pair) makes that prefix be written inline instead, as a value of its own.
 
 Prefixes are not deleted with entries: one per producer process, task and queue in each shard it
-writes to (~150 bytes each, Redis overhead included). Nothing collects unused ones yet.
+writes to (~150 bytes each, Redis overhead included). The collection of :mod:`.shared_gc` deletes
+the ones no stored value refers to; while it runs, a prefix may be in ``shared_old`` or
+``shared_grave`` instead, and readers look there too.
 """
 
 from __future__ import annotations
@@ -134,12 +136,19 @@ class Shared:
         pipe = self.client.pipeline(transaction=False)
         asked = [(shard, sorted(ids)) for shard, ids in by_shard.items()]
         for shard, ids in asked:
-            pipe.hmget(self.keys.shard(shard).shared, ids)
-        for (_, ids), found in zip(asked, pipe.execute(), strict=True):
-            for sid, prefix in zip(ids, found, strict=True):
-                if prefix is not None and ident(bytes(prefix)) == sid:
-                    with self._lock:
-                        self._remember(sid, bytes(prefix))
+            sk = self.keys.shard(shard)
+            # While a collection runs, a prefix may wait in its old hashes (store/shared_gc.py).
+            for key in (sk.shared, sk.shared_old, sk.shared_grave):
+                pipe.hmget(key, ids)
+        replies = pipe.execute()
+        for n, (_, ids) in enumerate(asked):
+            for i, sid in enumerate(ids):
+                for found in replies[3 * n:3 * n + 3]:
+                    prefix = found[i]
+                    if prefix is not None and ident(bytes(prefix)) == sid:
+                        with self._lock:
+                            self._remember(sid, bytes(prefix))
+                        break
 
     def resolve(self, shard: int, values: list[bytes | None]) -> list[bytes | None]:
         """Every value of ``shard`` expanded (one round trip for the prefixes not cached). A value

@@ -36,6 +36,7 @@ from .test_fast_path import (
     field_cases,
     lists,
     send_all,
+    set_aside,
 )
 
 
@@ -402,3 +403,16 @@ def test_a_flushed_script_cache_under_claims_sent_ahead_keeps_due_order_and_one_
     order = [m["headers"]["id"] for m in drain(broker)[b"celery"]]
     assert sorted(order) == sorted(ids)
     assert per_shard_out_of_order(ours, ids, order) == []
+
+
+@pytest.mark.parametrize("where", ["old", "grave"])
+def test_prefixes_a_collection_set_aside_are_read_by_the_claim(apps: AppFactory, where: str) -> None:
+    plain, ours = elsewhere(apps)
+    broker = apps.server.client(BROKER_DB)
+    calls = [{"args": ("a", n), "task_id": str(uuid.uuid4())} for n in range(12)]
+    _, generic, ids = send_all(plain, ours, broker, calls)
+    assert set_aside(ours, where) > 0
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert handoff.prebuilt == len(ids)
+    for task_id in ids:
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)

@@ -514,3 +514,29 @@ def test_the_envelope_names_the_id_as_text_whether_its_member_is_packed_or_not(a
         headers, properties = envelope["headers"], envelope["properties"]
         assert headers["id"] == headers["root_id"] == properties["correlation_id"] == task_id
         assert_same_envelope(envelope, generic[task_id][1], plain=False)
+
+
+def set_aside(app: Celery, where: str) -> int:
+    """Move every shard's shared prefixes where a collection puts them (store/shared_gc.py):
+    ``shared_old`` while a cycle scans, ``shared_grave`` after it ended; how many were moved."""
+    store = installation_for(app).store
+    moved = 0
+    for shard in range(store.shards):
+        sk = store.keys.shard(shard)
+        if store.client.exists(sk.shared):
+            moved += int(store.client.hlen(sk.shared))
+            store.client.rename(sk.shared, sk.shared_old if where == "old" else sk.shared_grave)
+    return moved
+
+
+@pytest.mark.parametrize("where", ["old", "grave"])
+def test_prefixes_a_collection_set_aside_are_read_by_the_script(apps: AppFactory, where: str) -> None:
+    plain, ours = same_db(apps)
+    broker = apps.server.client(STORE_DB)
+    calls = [{"args": ("a", n), "task_id": str(uuid.uuid4())} for n in range(12)]
+    _, generic, ids = send_all(plain, ours, broker, calls)
+    assert set_aside(ours, where) > 0
+    handoff, mine = dispatched(apps, ours, broker, ids)
+    assert (handoff.pushed, handoff.left) == (len(ids), 0)
+    for task_id in ids:
+        assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)

@@ -482,3 +482,26 @@ def test_tasks_stored_by_the_lane_run_with_their_request_from_inside_a_task(apps
         assert run["at"] * 1000 >= eta_ms(run["eta"]) - 5
     children = AsyncResult(soon.id, app=app).children or []
     assert sorted(c.id for c in children) == sorted(ids)  # the parent's trail
+
+
+def test_a_negative_zero_option_is_not_the_shape_of_zero(apps: AppFactory) -> None:
+    app = lane_app(apps)
+    record = app.tasks["t.record"]
+    assert_same_entries(app, *three_ways(app, lambda: record.apply_async(eta=ETA, time_limit=0.0)))
+    with full_path():
+        reference = record.apply_async(eta=ETA, time_limit=-0.0)
+    before = taken(app)
+    call = record.apply_async(eta=ETA, time_limit=-0.0)  # the key of the 0.0 shape: Celery's way
+    assert taken(app) == before
+    assert raw(app, call.id) == raw(app, reference.id)
+    assert b"-0.0" in raw(app, call.id)
+
+
+def test_a_retry_policy_changed_in_place_applies_to_the_next(apps: AppFactory) -> None:
+    app = lane_app(apps, task_publish_retry_policy={"max_retries": 3, "interval_start": 0})
+    record = app.tasks["t.record"]
+    assert_same_entries(app, *three_ways(app, lambda: record.apply_async(eta=ETA)))
+    app.conf.task_publish_retry_policy["max_retries"] = 0  # the same dict, changed
+    assert_same_entries(app, *three_ways(app, lambda: record.apply_async(eta=ETA)))  # learnt again
+    shapes = [s for s in installation_for(app).per_thread.lane_shapes.values() if hasattr(s, "policy")]
+    assert [s.policy["max_retries"] for s in shapes] == [0]

@@ -1,4 +1,4 @@
--- The claim of claim-10.lua, shared with claim_built-11.lua: KEYS[1..10] and ARGV[1..6] as that
+-- The claim of claim-10.lua, shared with claim_built-13.lua: KEYS[1..10] and ARGV[1..6] as that
 -- script's header names them. Returns nil when fenced, else what both scripts return: the claim
 -- time, the next due score (or nil), the claimed ids with their scores and stored values, the
 -- lease deadline, the orphans and the revoked ids dropped.

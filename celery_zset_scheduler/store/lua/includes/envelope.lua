@@ -8,7 +8,8 @@
 -- the argsrepr slot and no kwargsrepr slot, its body only the arguments' text, from which argsrepr,
 -- kwargsrepr and the body are rebuilt as the codec's decode does), a newline and the raw body. Since format 4
 -- the part before argsrepr may be stored once per shard: the value is then \2, the prefix's 8-byte
--- id in the shard's `shared` hash, and the rest (store/shared.py). `build(member, value)` (the
+-- id in the shard's `shared` hash (or, while a collection runs, its `shared_old` or `shared_grave`:
+-- store/shared_gc.py), and the rest (store/shared.py). `build(member, value)` (the
 -- entry's member, as ids.lua reads it) returns the envelope (JSON) and the KEYS indexes of the
 -- lists it goes to, or nil when the generic path must publish it: it never guesses, so anything it
 -- cannot rebuild exactly, or that a worker would refuse, goes there. `build_all` builds a batch.
@@ -233,7 +234,7 @@ local function checked_headers(h, task_id)
   return true
 end
 
-local function new_envelopes(routes, tag, shared_key)
+local function new_envelopes(routes, tag, shared_keys)
   local accept = {}
   for _, ct in ipairs(routes.accept) do accept[ct] = true end
   local steps, queues, exchanges = routes.steps, routes.queues, routes.exchanges
@@ -446,7 +447,8 @@ local function new_envelopes(routes, tag, shared_key)
       local sid = string.sub(value, start + 1, start + 8)
       local prefix = prefixes[sid]
       if prefix == nil then
-        prefix = redis.call('HGET', shared_key, sid) or false
+        prefix = redis.call('HGET', shared_keys[1], sid) or redis.call('HGET', shared_keys[2], sid)
+          or redis.call('HGET', shared_keys[3], sid) or false
         prefixes[sid] = prefix
       end
       if not prefix then return nil end  -- the generic path dead-letters it

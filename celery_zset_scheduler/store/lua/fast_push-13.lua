@@ -3,8 +3,9 @@
 
   KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
   KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen,
-  KEYS[11] shared (the shard's shared prefixes: store/shared.py),
-  then the broker's keys the dispatcher allows (KEYS[12..]: queue lists and binding sets, named by
+  KEYS[11] shared, KEYS[12] shared_old, KEYS[13] shared_grave (the shard's shared prefixes:
+  store/shared.py, store/shared_gc.py),
+  then the broker's keys the dispatcher allows (KEYS[14..]: queue lists and binding sets, named by
   position in the route table of ARGV[7]).
   ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to take, ARGV[4] lease (ms),
   ARGV[5] longest the leader waits before coming again (ms), ARGV[6] ttl of the wake key (ms),
@@ -65,7 +66,7 @@ if #items > 0 then
   local keyed = redis.call('HLEN', id_keys) > 0
   local revokes = {}
   if any_revoked then revokes = call_sliced('ZMSCORE', revoked, found) end
-  local env = new_envelopes(routes, ARGV[8], KEYS[11])
+  local env = new_envelopes(routes, ARGV[8], {KEYS[11], KEYS[12], KEYS[13]})
   local wanted = {}
   for i = 1, #found do
     if messages[i] and not revokes[i] then wanted[i] = messages[i] end

@@ -4,14 +4,15 @@
 
   KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
   KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen
-  (as claim-10.lua), KEYS[11] shared (the shard's shared prefixes: store/shared.py).
-  ARGV[1..6] as claim-10.lua, ARGV[7] the route table (fast_push-11.lua's, its list indexes
+  (as claim-10.lua), KEYS[11] shared, KEYS[12] shared_old, KEYS[13] shared_grave (the shard's
+  shared prefixes: store/shared.py, store/shared_gc.py).
+  ARGV[1..6] as claim-10.lua, ARGV[7] the route table (fast_push-13.lua's, its list indexes
   naming the broker's lists of the caller's own table instead of KEYS, and no exchanges: bindings
   live on the broker), ARGV[8] this call's delivery tag prefix.
 
   The claim is the claim script's: every entry moves from `due` to `inflight` with a lease, and is
   forgotten only by the ack after the caller published it (I1, I2). The builder only reads (the
-  shard's own `shared` hash, nothing else: a cluster shard's keys share one slot) and runs after
+  shard's own `shared` hashes, nothing else: a cluster shard's keys share one slot) and runs after
   every write, under pcall: whatever it does, the claim stands. An entry it cannot rebuild (an
   exchange, `expires`, compression, a queue the table does not name...) comes back as stored.
 
@@ -32,7 +33,7 @@ if not c then return {0} end
 local ids, payloads, lists = c.ids, c.payloads, {}
 
 -- Every write is done: from here on only reads, and an error leaves the entry as stored.
-local env = new_envelopes(cjson.decode(ARGV[7]), ARGV[8], KEYS[11])
+local env = new_envelopes(cjson.decode(ARGV[7]), ARGV[8], {KEYS[11], KEYS[12], KEYS[13]})
 local built, targets_of = env.build_all(ids, payloads, #ids)
 for i = 1, #ids do
   lists[i] = 0
