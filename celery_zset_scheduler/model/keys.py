@@ -22,9 +22,12 @@ from ..errors import InvalidId
 #    formats 2-4 still read, cancel, revoke and move as they are.
 # 6: the codec's layout 5 (a simple call keeps only its arguments' text); the layout-4 and -2
 #    values of formats 2-5 still read. A client of format 5 refuses the store from then on.
-FORMAT_VERSION = 6
+# 7: a shared prefix may wait in `shared_old` or `shared_grave` while a collection runs
+#    (store/shared_gc.py); nothing stored changes. A client of format 6 reads only `shared`, so
+#    it refuses the store from then on.
+FORMAT_VERSION = 7
 #: The previous formats, whose stores this version reads and upgrades on first use.
-UPGRADES_FROM = (5, 4, 3, 2)
+UPGRADES_FROM = (6, 5, 4, 3, 2)
 #: The first format that stored canonical UUIDs packed: a store recorded with an older one (or
 #: upgraded from one) may hold them as text.
 PACKED_IDS_SINCE = 5

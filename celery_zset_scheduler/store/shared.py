@@ -29,6 +29,7 @@ from typing import Any
 
 from ..model.codec import shared_length
 from ..model.keys import KeySpace
+from .client import is_cluster
 from .values import STAMP_BYTES
 
 MARKER = 0x02
@@ -133,14 +134,8 @@ class Shared:
                 by_shard.setdefault(shard, set()).add(sid)
         if not by_shard:
             return
-        pipe = self.client.pipeline(transaction=False)
         asked = [(shard, sorted(ids)) for shard, ids in by_shard.items()]
-        for shard, ids in asked:
-            sk = self.keys.shard(shard)
-            # While a collection runs, a prefix may wait in its old hashes (store/shared_gc.py).
-            for key in (sk.shared, sk.shared_old, sk.shared_grave):
-                pipe.hmget(key, ids)
-        replies = pipe.execute()
+        replies = self._read(asked)
         for n, (_, ids) in enumerate(asked):
             for i, sid in enumerate(ids):
                 for found in replies[3 * n:3 * n + 3]:
@@ -149,6 +144,25 @@ class Shared:
                         with self._lock:
                             self._remember(sid, bytes(prefix))
                         break
+
+    def _read(self, asked: list[tuple[int, list[bytes]]]) -> list[Any]:
+        """``HMGET`` of the ids of each shard from ``shared``, ``shared_old`` and ``shared_grave``
+        (while a collection runs a prefix may wait in the last two: store/shared_gc.py), the
+        three of a shard in one transaction: a collection step run between them could move a
+        prefix out of a hash not read yet into one already read."""
+        cluster = is_cluster(self.client)
+        pipe = self.client.pipeline(transaction=True)
+        replies: list[Any] = []
+        for shard, ids in asked:
+            sk = self.keys.shard(shard)
+            for key in (sk.shared, sk.shared_old, sk.shared_grave):
+                pipe.hmget(key, ids)
+            if cluster:  # one transaction a shard: a shard's keys share one slot, shards do not
+                replies += pipe.execute()
+                pipe = self.client.pipeline(transaction=True)
+        if not cluster:
+            replies = pipe.execute()
+        return replies
 
     def resolve(self, shard: int, values: list[bytes | None]) -> list[bytes | None]:
         """Every value of ``shard`` expanded (one round trip for the prefixes not cached). A value

@@ -219,3 +219,51 @@ def test_an_idempotency_key_still_in_its_old_shard_during_the_move_refuses_a_sec
     reshard(new_store(client, 8), 16)
     assert where(client, 16, "first") == [shard_for(key, 16)] and where(client, 16, "second") == []
     assert new_store(client, 16).schedule("fourth", 1, b"z", idempotency_key=key).task_id == "first"
+
+
+@pytest.mark.parametrize("to", [16, 3])
+def test_collecting_shared_prefixes_while_a_reshard_moves_entries_loses_no_prefix(
+        store8: Store, client: Any, to: int) -> None:
+    """Collection cycles back to back on every shard of both layouts while the move runs, then
+    two more on the new layout: every entry reads back whole, and prefixes still in use stay."""
+    from celery_zset_scheduler.store.shared_gc import collect
+
+    routing = fill(store8)
+    for task in ("t.other", "t.third"):  # more prefixes: one per task name in every shard
+        more = [NewEntry(f"{task}-{i}", 10_000_000 + i, message(f"{task}-{i}", task=task)) for i in range(60)]
+        assert all(r.created for r in store8.schedule_many(more))
+        routing.update({e.task_id: e.task_id for e in more})
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    phases: list[str] = []
+    runner = Store(store8.client, KeySpace(PREFIX, 8))
+    span = max(8, to)
+
+    def gc() -> None:
+        try:
+            while not stop.is_set():
+                for shard in range(span):
+                    phases.extend(s.phase for s in collect(runner.scripts, KeySpace(PREFIX, span), shard, 20, 13,
+                                                           max_steps=5))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=gc)
+    thread.start()
+    try:
+        reshard(store8, to, batch=17)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not errors, errors
+    assert {"ended", "busy"} <= set(phases)  # cycles ended, and waited while entries moved
+    for shard in range(to):
+        for _ in range(2):
+            done = collect(runner.scripts, KeySpace(PREFIX, to), shard, 0)
+            while done[-1].phase != "ended":
+                done = collect(runner.scripts, KeySpace(PREFIX, to), shard, 0)
+    fresh = new_store(client, to)
+    for task_id in routing:
+        found = fresh.get(task_id)
+        task = task_id.split("-")[0] if task_id.startswith("t.") else "t.add"
+        assert found is not None and found.payload == message(task_id, task=task), task_id

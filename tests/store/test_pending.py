@@ -218,7 +218,7 @@ def test_the_largest_page_with_messages(store: Store) -> None:
     assert all(e.payload == f"p{e.task_id[3:]}".encode() for e in page.entries)
 
 
-@pytest.mark.parametrize("previous", [5, 4, 3, 2])
+@pytest.mark.parametrize("previous", [6, 5, 4, 3, 2])
 def test_a_store_of_a_previous_format_is_read_and_upgraded(store: Store, r: redis.Redis, previous: int) -> None:
     from celery_zset_scheduler.model.keys import FORMAT_VERSION
 

@@ -230,3 +230,29 @@ def test_producers_restarting_while_cycles_run_back_to_back_lose_nothing(store: 
     for _ in range(2):
         cycle(store, shard)
     assert held(store, r, shard) == {"live": set(), "old": set(), "grave": set()}
+
+
+def test_a_scan_interrupted_by_a_redis_restart_starts_over_and_sets_nothing_in_use_aside() -> None:
+    """HSCAN's cursor holds only within one server process (its hash seed is random): a scan
+    resumed on a restarted server (AOF) starts over instead of skipping values."""
+    from celery_zset_scheduler.model.keys import KeySpace
+    from celery_zset_scheduler.store.client import make_client
+    from celery_zset_scheduler.store.schedule import NewEntry
+    from celery_zset_scheduler.testing import RedisServer
+
+    with RedisServer(appendonly=True) as server:
+        store = Store(make_client(server.url), KeySpace("zt", 1))
+        ids = [f"r{n}" for n in range(3000)]  # each of its own producer: 3,000 prefixes
+        raws = {tid: encode(message(tid, n, origin=f"gen{n}@host")) for n, tid in enumerate(ids)}
+        store.schedule_many([NewEntry(tid, FAR, raw) for tid, raw in raws.items()])
+        for _ in range(3):
+            begin(store, 0, 200)
+            for _ in range(7):
+                assert store.scripts.run(step_call(store.keys, 0, 0, 200)).phase == "scanned"
+            server.restart()
+            store = Store(make_client(server.url), KeySpace("zt", 1))
+            done = collect(store.scripts, store.keys, 0, 0, 200)
+            assert done[-1].phase == "ended" and done[-1].second == 0, done[-1]  # nothing in use set aside
+            assert usage(store.client, store.keys, [0])[0].grave == 0
+        fresh = Store(make_client(server.url), KeySpace("zt", 1))
+        assert {e.task_id: e.payload for e in iter_shard(fresh, 0, with_payloads=True)} == raws

@@ -4,7 +4,8 @@
   KEYS[1] shared      HASH id -> prefix: where writers put the prefixes they refer to
   KEYS[2] shared_old  HASH the prefixes `shared` held when the cycle began
   KEYS[3] shared_grave HASH what `shared_old` held when the last cycle ended (deleted at the next end)
-  KEYS[4] shared_gc   HASH the cycle's state: begun, cursor, scanning ('msg' or 'mv'), layout
+  KEYS[4] shared_gc   HASH the cycle's state: begun, cursor, scanning ('msg' or 'mv'), layout,
+                      server (the run_id the scan runs on), last (when the last cycle began)
   KEYS[5] msg         HASH id -> stored value (scanned)
   KEYS[6] moving_msg  HASH id -> stored value of an entry a reshard is moving (scanned)
   KEYS[7] moving      ZSET entries a reshard is moving (the scan waits while it holds any)
@@ -22,7 +23,9 @@
   before (same connection, same round trip), or was present when the scan began, so it is found
   by the scan of this cycle or of the next: a value is lost only if its writer's HSETNX ran more
   than ARGV[1] before the value itself (a producer stopped in the middle of sending one pipeline).
-  While a reshard moves entries (values leave and enter the scanned hashes) the scan starts over.
+  While a reshard moves entries (values leave and enter the scanned hashes) the scan starts over,
+  and so it does on another server process than the one it began on (HSCAN's guarantee holds
+  within one).
 
   Returns {state, a, b}:
     {'wait', ms until a cycle may begin, 0}
@@ -38,9 +41,14 @@ local msg, moving_msg, moving, layout_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local period, count = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 local layout = redis.call('GET', layout_key) or ''
+-- HSCAN's cursor means something only to the server process that made it (the hash seed is
+-- random per process): a restart, a promoted replica or a slot moved to another node starts
+-- the scan over.
+local server = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
 
-local state = redis.call('HMGET', gc, 'begun', 'cursor', 'scanning', 'layout', 'last')
+local state = redis.call('HMGET', gc, 'begun', 'cursor', 'scanning', 'layout', 'last', 'server')
 local begun, cursor, scanning, seen_layout, last = state[1], state[2], state[3], state[4], tonumber(state[5])
+local seen_server = state[6]
 
 if not begun then
   if not last then
@@ -64,10 +72,15 @@ if not begun then
     redis.call('DEL', old)
   end
   if moved > 0 then redis.call('RENAME', shared, old) end
-  redis.call('HSET', gc, 'begun', now, 'last', now, 'cursor', '0', 'scanning', 'msg', 'layout', layout)
+  redis.call('HSET', gc, 'begun', now, 'last', now, 'cursor', '0', 'scanning', 'msg', 'layout', layout,
+             'server', server)
   return {'begun', moved, 0}
 end
 
+if server ~= seen_server then
+  redis.call('HSET', gc, 'cursor', '0', 'scanning', 'msg', 'server', server)
+  return {'scanned', 0, 0}
+end
 if layout ~= seen_layout or redis.call('ZCARD', moving) > 0 then
   redis.call('HSET', gc, 'cursor', '0', 'scanning', 'msg', 'layout', layout)
   return {'busy', 0, 0}
@@ -79,7 +92,7 @@ local copied, checked = 0, {}
 for i = 2, #values, 2 do
   local value = values[i]
   local at = (string.byte(value, 1) == 1 and #value >= 11) and 12 or 1
-  if string.byte(value, at) == 2 and #value > at + 8 then
+  if string.byte(value, at) == 2 and #value >= at + 8 then
     local sid = string.sub(value, at + 1, at + 8)
     if not checked[sid] then
       checked[sid] = true
@@ -114,5 +127,5 @@ if redis.call('EXISTS', old) == 1 then
   kept = redis.call('HLEN', old)
   redis.call('RENAME', old, grave)
 end
-redis.call('HDEL', gc, 'begun', 'cursor', 'scanning', 'layout')
+redis.call('HDEL', gc, 'begun', 'cursor', 'scanning', 'layout', 'server')
 return {'ended', deleted, kept}
