@@ -387,7 +387,12 @@ class _Run:
         if layout != Layout(self.new):
             raise ReshardError(f"the store's layout changed meanwhile ({layout}): run the command again")
         for shard in range(self.span):
-            self.client.delete(self.keys.shard(shard).moved_in)
+            sk = self.keys.shard(shard)
+            self.client.delete(sk.moved_in)
+            if shard >= self.new:
+                # A retired shard holds no entry any more (checked before finishing, and writes
+                # routed to it are refused by its layout), and no leader collects its prefixes.
+                self.client.delete(sk.shared, sk.shared_old, sk.shared_grave, sk.shared_gc)
         self.store.refresh_layout()
 
 
