@@ -285,7 +285,7 @@ class Settings:
         "Least time between two collections of a shard's shared prefixes, which its leader runs a step a "
         "heartbeat: a prefix no pending task refers to is deleted after two (each producer process writes "
         "its own, so restarts leave old ones). Also how long one producer pipeline may stall before its "
-        "entry could lose its prefix (docs/design.md). 0: never collect.",
+        "entry could lose its prefix (docs/design.md). 0: never collect. Needs `INFO` (ACL `@dangerous`).",
     )
 
     @property

@@ -255,7 +255,11 @@ class Lane:
             self._keep(shapes, key, FULL)
             return self.original(name, args, kwargs, None, None, **options)
         # A copy: a setting changed in place (the retry policy's dict) must not still equal it.
-        settings = copy.deepcopy(settings)
+        try:
+            settings = copy.deepcopy(settings)
+        except Exception:  # a value that cannot be copied: such calls go the full way
+            self._keep(shapes, key, FULL)
+            return self.original(name, args, kwargs, None, None, **options)
         installed = self.inst.settings
         parent = self.app.current_worker_task
         captured: list[tuple[Built, bytes]] = []

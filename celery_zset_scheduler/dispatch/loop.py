@@ -238,7 +238,7 @@ class Dispatcher:
                 any_reaped = True
         if any_reaped:
             self.handoff.settle(releasing=True)  # what was claimed ahead is due after the reaped ones
-        self.collector.beat(self.leadership.owned)
+        self.collector.beat([s for s in self.leadership.owned if s not in self._shard_outages])
 
     def _lost(self, shard: int, reason: str) -> None:
         self.leadership.drop(shard, reason=reason)

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..model.codec import shared_length
 from ..model.keys import KeySpace
-from .client import is_cluster
+from .scripts import ScriptDef, Scripts, scripts_for
 from .values import STAMP_BYTES
 
 MARKER = 0x02
@@ -38,6 +38,8 @@ ID_BYTES = 8
 MIN_SHARED = 24
 #: Prefixes kept in memory per process (either way); past it the caches start over.
 CACHE_LIMIT = 4096
+
+READ = ScriptDef("read_shared", ("shared", "shared_old", "shared_grave"))
 
 
 def ident(prefix: bytes) -> bytes:
@@ -65,6 +67,7 @@ class Shared:
         self._checked: set[tuple[int, bytes]] = set()  # (shard, id) found to hold our prefix
         self._refused: set[bytes] = set()  # ids whose slot holds another prefix somewhere
         self._last = b"\x00"  # the prefix of the last value compacted (bulk: the same for every task)
+        self._scripts: Scripts | None = None
         self._lock = threading.Lock()
 
     @property
@@ -135,34 +138,21 @@ class Shared:
         if not by_shard:
             return
         asked = [(shard, sorted(ids)) for shard, ids in by_shard.items()]
-        replies = self._read(asked)
-        for n, (_, ids) in enumerate(asked):
-            for i, sid in enumerate(ids):
-                for found in replies[3 * n:3 * n + 3]:
-                    prefix = found[i]
-                    if prefix is not None and ident(bytes(prefix)) == sid:
-                        with self._lock:
-                            self._remember(sid, bytes(prefix))
-                        break
+        for (_, ids), found in zip(asked, self._read(asked), strict=True):
+            for sid, prefix in zip(ids, found, strict=True):
+                if prefix and ident(bytes(prefix)) == sid:
+                    with self._lock:
+                        self._remember(sid, bytes(prefix))
 
-    def _read(self, asked: list[tuple[int, list[bytes]]]) -> list[Any]:
-        """``HMGET`` of the ids of each shard from ``shared``, ``shared_old`` and ``shared_grave``
-        (while a collection runs a prefix may wait in the last two: store/shared_gc.py), the
-        three of a shard in one transaction: a collection step run between them could move a
-        prefix out of a hash not read yet into one already read."""
-        cluster = is_cluster(self.client)
-        pipe = self.client.pipeline(transaction=True)
-        replies: list[Any] = []
-        for shard, ids in asked:
-            sk = self.keys.shard(shard)
-            for key in (sk.shared, sk.shared_old, sk.shared_grave):
-                pipe.hmget(key, ids)
-            if cluster:  # one transaction a shard: a shard's keys share one slot, shards do not
-                replies += pipe.execute()
-                pipe = self.client.pipeline(transaction=True)
-        if not cluster:
-            replies = pipe.execute()
-        return replies
+    def _read(self, asked: list[tuple[int, list[bytes]]]) -> list[list[Any]]:
+        """The prefix of each id of each shard (None: none), from ``shared``, ``shared_old`` or
+        ``shared_grave`` (while a collection runs a prefix may wait in the last two:
+        store/shared_gc.py), a shard's three read by one script: a collection step run between
+        two separate reads could move a prefix out of a hash not read yet into one already read."""
+        if self._scripts is None:
+            self._scripts = scripts_for(self.client)
+        keys = self.keys
+        return self._scripts.run_many([READ.call(keys.shard(shard), ids, list) for shard, ids in asked])
 
     def resolve(self, shard: int, values: list[bytes | None]) -> list[bytes | None]:
         """Every value of ``shard`` expanded (one round trip for the prefixes not cached). A value

@@ -30,16 +30,17 @@ from typing import Any, Literal
 import redis
 
 from ..model.keys import KeySpace
+from .client import is_cluster
 from .scripts import Call, ScriptDef, Scripts
 
 COLLECT = ScriptDef("collect_shared", ("shared", "shared_old", "shared_grave", "shared_gc", "msg", "moving_msg",
                                        "moving", "layout"))
 
-#: Values one step scans (HSCAN's COUNT; a small hash is scanned whole): ~0.5 ms of Redis time,
-#: which no other client waits longer than.
+#: Values one step scans (HSCAN's COUNT; a small hash is scanned whole): ~0.7 ms of Redis time
+#: (docs/benchmarks.md), which no other client waits longer than.
 STEP_VALUES = 500
 
-Phase = Literal["wait", "begun", "scanned", "busy", "ended"]
+Phase = Literal["wait", "begun", "scanned", "busy", "ended", "refused"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Step:
     """What one step did. ``wait``: ``first`` ms until a cycle may begin; ``begun``: ``first``
     prefixes set aside; ``scanned``: ``first`` values scanned, ``second`` prefixes moved back;
     ``busy``: a reshard is moving entries; ``ended``: ``first`` prefixes deleted, ``second`` set
-    aside until the next end."""
+    aside until the next end; ``refused``: the server refuses ``INFO`` (an ACL), nothing done."""
 
     shard: int
     phase: Phase
@@ -73,23 +74,29 @@ def steps(scripts: Scripts, keys: KeySpace, shards: Sequence[int], period_ms: in
     """One step of each shard's collection, each call on its own: a pipeline of them would hold
     every other client of the server for all of them at once."""
     out: list[Step | Exception] = []
+    clustered = is_cluster(scripts.client)
     for shard in shards:
         try:
             out.append(scripts.run(step_call(keys, shard, period_ms, count)))
-        except redis.ResponseError as exc:  # this shard's (a full store, say); the others go on
+        except redis.RedisError as exc:
+            # This shard's own (a full store, its cluster node down): the others go on. A
+            # standalone server that cannot be reached cannot take the next step either.
+            if not (clustered or isinstance(exc, redis.ResponseError)):
+                raise
             out.append(exc)
     return out
 
 
 def collect(scripts: Scripts, keys: KeySpace, shard: int, period_ms: int, count: int = STEP_VALUES,
             *, max_steps: int = 1_000_000) -> list[Step]:
-    """Run ``shard``'s collection until its cycle ends, must wait, or a reshard holds it up;
-    every step taken. A cycle ended by someone else meanwhile counts as ended."""
+    """Run ``shard``'s collection until its cycle ends, must wait (a cycle ended by someone else
+    meanwhile: the next may not begin yet), a reshard holds it up, or ``INFO`` is refused; every
+    step taken."""
     done: list[Step] = []
     for _ in range(max_steps):
         result = scripts.run(step_call(keys, shard, period_ms, count))
         done.append(result)
-        if result.phase in ("wait", "busy", "ended"):
+        if result.phase in ("wait", "busy", "ended", "refused"):
             break
     return done
 

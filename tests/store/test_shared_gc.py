@@ -256,3 +256,22 @@ def test_a_scan_interrupted_by_a_redis_restart_starts_over_and_sets_nothing_in_u
             assert usage(store.client, store.keys, [0])[0].grave == 0
         fresh = Store(make_client(server.url), KeySpace("zt", 1))
         assert {e.task_id: e.payload for e in iter_shard(fresh, 0, with_payloads=True)} == raws
+
+
+def test_a_redis_user_that_may_not_run_info_collects_nothing_and_loses_nothing() -> None:
+    from celery_zset_scheduler.model.keys import KeySpace
+    from celery_zset_scheduler.store.client import make_client
+    from celery_zset_scheduler.testing import RedisServer
+
+    with RedisServer() as server:
+        admin = server.client()
+        admin.acl_setuser("app", enabled=True, passwords=["+secret"], keys=["*"], channels=["*"],
+                          commands=["+@all", "-@dangerous"])
+        url = f"redis://app:secret@127.0.0.1:{server.port}/0"
+        store = Store(make_client(url), KeySpace("zt", 1))
+        raws = schedule(store, [f"a{n}" for n in range(20)], "gen1@web-1")
+        before = {k: admin.dump(k) for k in admin.keys("*")}
+        for _ in range(3):
+            assert store.scripts.run(step_call(store.keys, 0, 0)).phase == "refused"
+        assert {k: admin.dump(k) for k in admin.keys("*")} == before
+        assert {e.task_id: e.payload for e in iter_shard(store, 0, with_payloads=True)} == raws

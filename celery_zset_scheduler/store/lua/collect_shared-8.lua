@@ -33,6 +33,7 @@
     {'scanned', values scanned, prefixes moved back}
     {'busy', 0, 0}                a reshard is moving entries: the scan starts over after it
     {'ended', prefixes deleted, prefixes no value referred to (kept in shared_grave for one more cycle)}
+    {'refused', 0, 0}             INFO is not allowed (the scan needs the server's run_id): nothing done
 ]]
 --- @include "now"
 
@@ -44,7 +45,11 @@ local layout = redis.call('GET', layout_key) or ''
 -- HSCAN's cursor means something only to the server process that made it (the hash seed is
 -- random per process): a restart, a promoted replica or a slot moved to another node starts
 -- the scan over.
-local server = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+local info = redis.pcall('INFO', 'server')
+if type(info) ~= 'string' then  -- INFO refused (an ACL without @dangerous): nothing is touched
+  return {'refused', 0, 0}
+end
+local server = string.match(info, 'run_id:(%x+)') or ''
 
 local state = redis.call('HMGET', gc, 'begun', 'cursor', 'scanning', 'layout', 'last', 'server')
 local begun, cursor, scanning, seen_layout, last = state[1], state[2], state[3], state[4], tonumber(state[5])
@@ -63,7 +68,6 @@ if not begun then
   if redis.call('ZCARD', moving) > 0 then
     return {'busy', 0, 0}
   end
-  local moved = redis.call('HLEN', shared)
   -- shared_old is empty between cycles (the last end renamed it); a leftover is merged first so
   -- that nothing it holds is lost.
   if redis.call('EXISTS', old) == 1 then
@@ -71,6 +75,7 @@ if not begun then
     for i = 1, #rest, 2 do redis.call('HSETNX', shared, rest[i], rest[i + 1]) end
     redis.call('DEL', old)
   end
+  local moved = redis.call('HLEN', shared)
   if moved > 0 then redis.call('RENAME', shared, old) end
   redis.call('HSET', gc, 'begun', now, 'last', now, 'cursor', '0', 'scanning', 'msg', 'layout', layout,
              'server', server)
