@@ -8,9 +8,8 @@
 
   Returns one value per id: its prefix, or false when no hash holds it.
 ]]
+--- @include "find_prefix"
+
 local out = {}
-for i = 1, #ARGV do
-  out[i] = redis.call('HGET', KEYS[1], ARGV[i]) or redis.call('HGET', KEYS[2], ARGV[i])
-    or redis.call('HGET', KEYS[3], ARGV[i]) or false
-end
+for i = 1, #ARGV do out[i] = find_prefix(KEYS, ARGV[i]) end
 return out

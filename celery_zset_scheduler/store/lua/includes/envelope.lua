@@ -14,6 +14,7 @@
 -- lists it goes to, or nil when the generic path must publish it: it never guesses, so anything it
 -- cannot rebuild exactly, or that a worker would refuse, goes there. `build_all` builds a batch.
 --- @include "ids"
+--- @include "find_prefix"
 local NULL = cjson.null
 local EMBED = ', {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
 local HEADER_SLOTS = {'task', 'argsrepr', 'kwargsrepr', 'origin'}
@@ -447,8 +448,7 @@ local function new_envelopes(routes, tag, shared_keys)
       local sid = string.sub(value, start + 1, start + 8)
       local prefix = prefixes[sid]
       if prefix == nil then
-        prefix = redis.call('HGET', shared_keys[1], sid) or redis.call('HGET', shared_keys[2], sid)
-          or redis.call('HGET', shared_keys[3], sid) or false
+        prefix = find_prefix(shared_keys, sid)
         prefixes[sid] = prefix
       end
       if not prefix then return nil end  -- the generic path dead-letters it
