@@ -1,5 +1,6 @@
 """What ``celery zset status`` (and the admin's overview) shows: per-shard counts, lag and leaders,
-the live dispatchers and the dead letters, read in a bounded number of round trips (I4)."""
+the live dispatchers, the dead letters and the shared prefixes, read in a bounded number of round
+trips (I4)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..store.pending import Store
 from ..store.periodic import PeriodicStore, ShardCounts
+from ..store.shared_gc import SharedUsage, usage
 from ..store.snapshot import ShardState, read_shards
 from .cluster import ClusterView, read_cluster
 
@@ -31,6 +33,7 @@ class StoreStatus:
     stats: dict[str, int] = field(default_factory=dict)
     periodic: list[ShardCounts] = field(default_factory=list)  # periodic entries per shard
     cluster: ClusterView | None = None  # the Redis Cluster behind the store (None: standalone)
+    shared: list[SharedUsage] = field(default_factory=list)  # shared prefixes and their collection, per shard
 
     @property
     def pending(self) -> int:
@@ -48,6 +51,12 @@ class StoreStatus:
     @property
     def lag_ms(self) -> int:
         return max((s.lag_ms(self.now_ms) for s in self.shards), default=0)
+
+    @property
+    def shared_totals(self) -> tuple[int, int, int]:
+        """Shared prefixes in use, set aside by a collection under way, waiting to be deleted."""
+        return (sum(u.live for u in self.shared), sum(u.old for u in self.shared),
+                sum(u.grave for u in self.shared))
 
     @property
     def rate(self) -> float:
@@ -71,4 +80,4 @@ def read_status(store: Store) -> StoreStatus:
     dispatchers.sort(key=lambda d: d.id)
     counters = {k.decode(): int(v) for k, v in sorted(stats.items())}
     return StoreStatus(now_ms, shards, dispatchers, int(dead), stats=counters, periodic=PeriodicStore(store).counts(),
-                       cluster=read_cluster(store))
+                       cluster=read_cluster(store), shared=usage(store.client, store.keys, range(store.shards)))

@@ -104,13 +104,15 @@ def collect(scripts: Scripts, keys: KeySpace, shard: int, period_ms: int, count:
 @dataclass(frozen=True)
 class SharedUsage:
     """One shard's shared prefixes: in use (or written since the cycle began), set aside by the
-    cycle under way, waiting to be deleted; and whether a cycle is under way."""
+    cycle under way, waiting to be deleted; whether a cycle is under way, and when the last one
+    began (None: no collection has looked at the shard yet; the first look only starts its clock)."""
 
     shard: int
     live: int
     old: int
     grave: int
     collecting: bool
+    last_begun_ms: int | None = None
 
 
 def usage(client: Any, keys: KeySpace, shards: Sequence[int]) -> list[SharedUsage]:
@@ -121,7 +123,11 @@ def usage(client: Any, keys: KeySpace, shards: Sequence[int]) -> list[SharedUsag
         pipe.hlen(sk.shared)
         pipe.hlen(sk.shared_old)
         pipe.hlen(sk.shared_grave)
-        pipe.hexists(sk.shared_gc, "begun")
+        pipe.hmget(sk.shared_gc, ["begun", "last"])
     replies = pipe.execute()
-    return [SharedUsage(shard, int(replies[4 * i]), int(replies[4 * i + 1]), int(replies[4 * i + 2]),
-                        bool(replies[4 * i + 3])) for i, shard in enumerate(shards)]
+    found = []
+    for i, shard in enumerate(shards):
+        live, old, grave, (begun, last) = replies[4 * i: 4 * i + 4]
+        found.append(SharedUsage(shard, int(live), int(old), int(grave), begun is not None,
+                                 int(float(last)) if last is not None else None))
+    return found

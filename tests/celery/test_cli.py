@@ -13,17 +13,21 @@ from typing import Any
 import redis
 
 from celery_zset_scheduler.model.clock import time_ms as redis_ms
+from celery_zset_scheduler.model.codec import encode
 from celery_zset_scheduler.ops.status import read_status
+from celery_zset_scheduler.store.shared_gc import collect, step_call
 from celery_zset_scheduler.testing import RedisServer
 
+from ..store.test_shared import message
 from ..support.cli_support import cli_env, invoke, out
 from ..support.helpers import BROKER_DB, AppFactory, wait_for
 from ..support.tools import counts, pending
 
 STATUS_KEYS = {"prefix", "shard_count", "redis_time_ms", "redis_time", "totals", "dead_letters", "stats",
-               "dispatchers", "periodic", "cluster", "shards"}
+               "dispatchers", "periodic", "cluster", "shards", "shared_prefixes"}
 SHARD_KEYS = {"shard", "node", "pending", "inflight", "oldest_due_ms", "lag_seconds", "locked", "leader", "epoch",
-              "rate_per_second", "dispatched", "periodic_entries", "periodic_scheduled", "periodic_next_run_ms"}
+              "rate_per_second", "dispatched", "periodic_entries", "periodic_scheduled", "periodic_next_run_ms",
+              "shared_in_use", "shared_set_aside", "shared_to_delete", "collecting", "last_cycle_ms"}
 CELERY = str(Path(sys.executable).with_name("celery"))
 
 
@@ -89,6 +93,61 @@ def test_status_lag_is_the_wait_of_the_oldest_overdue_task(apps: AppFactory) -> 
     assert data["totals"]["lag_seconds"] == (now - entry.score_ms) / 1000 >= 0.5
     shard = data["shards"][entry.shard]
     assert shard["lag_seconds"] == data["totals"]["lag_seconds"] and shard["oldest_due_ms"] == entry.score_ms
+
+
+def test_status_shows_the_shared_prefixes_and_where_their_collection_is(apps: AppFactory) -> None:
+    app = apps(zset_scheduler_collect_interval=600)
+    data = out(invoke(app, "status", "--json"))
+    assert data["shared_prefixes"] == {"in_use": 0, "set_aside": 0, "to_delete": 0, "collecting_shards": [],
+                                       "last_cycle_ms": None}
+    assert "shared prefixes: 0 in use, 0 set aside, 0 to delete; not collected yet" in invoke(app, "status").output
+    schedule(app, 40)  # one producer, one task name, one queue: one prefix in every shard it wrote to
+    store = apps.store(app)
+    written = [s for s in range(4) if store.client.hlen(store.keys.shard(s).shared)]
+    assert len(written) >= 2
+    data = out(invoke(app, "status", "--json"))
+    assert data["shared_prefixes"]["in_use"] == len(written)
+    assert [s["shared_in_use"] for s in data["shards"]] == [int(s in written) for s in range(4)]
+
+    # A collection (the period 0 the dispatchers' interval stands for) on two shards: the first
+    # look starts a shard's clock, the next step begins a cycle and sets its prefix aside.
+    first, second = written[:2]
+    looked = store.scripts.run(step_call(store.keys, first, 0))
+    assert looked.phase == "wait"
+    data = out(invoke(app, "status", "--json"))
+    clock = data["shards"][first]["last_cycle_ms"]
+    assert clock is not None and abs(clock - data["redis_time_ms"]) < 60_000
+    assert data["shared_prefixes"]["last_cycle_ms"] == clock and data["shared_prefixes"]["collecting_shards"] == []
+    assert "next cycle can begin in 9m" in invoke(app, "status").output  # 600 s after that clock started
+    assert store.scripts.run(step_call(store.keys, first, 0)).phase == "begun"
+    data = out(invoke(app, "status", "--json"))
+    assert data["shared_prefixes"]["collecting_shards"] == [first] and data["shards"][first]["collecting"]
+    assert (data["shards"][first]["shared_in_use"], data["shards"][first]["shared_set_aside"]) == (0, 1)
+    assert data["shared_prefixes"] == {**data["shared_prefixes"], "in_use": len(written) - 1, "set_aside": 1}
+    assert f"a collection is under way on shards {first}" in invoke(app, "status").output
+    collect(store.scripts, store.keys, first, 0)  # the scan finds the prefix in use: back in `shared`
+    for _ in range(2):
+        collect(store.scripts, store.keys, second, 0)  # looked at, then one whole cycle
+    data = out(invoke(app, "status", "--json"))
+    assert data["shared_prefixes"]["in_use"] == len(written) and data["shared_prefixes"]["collecting_shards"] == []
+    assert data["shared_prefixes"]["set_aside"] == data["shared_prefixes"]["to_delete"] == 0
+
+    # Entries of a producer since restarted, cancelled: a cycle finds no value referring to its
+    # prefix, which then waits one more cycle to be deleted.
+    gone = [f"gone-{n}" for n in range(8)]
+    for n, task_id in enumerate(gone):
+        store.schedule(task_id, 10**13, encode(message(task_id, n, origin="gen1@web-gone")))
+    assert set(store.cancel(gone).values()) == {"cancelled"}
+    extra = out(invoke(app, "status", "--json"))["shared_prefixes"]["in_use"] - len(written)
+    assert extra >= 1
+    for shard in range(4):  # one whole cycle each (a shard not looked at yet: the look first)
+        if collect(store.scripts, store.keys, shard, 0)[-1].phase == "wait":
+            assert collect(store.scripts, store.keys, shard, 0)[-1].phase == "ended"
+    data = out(invoke(app, "status", "--json"))
+    assert data["shared_prefixes"]["in_use"] == len(written) and data["shared_prefixes"]["to_delete"] == extra
+    assert sum(s["shared_to_delete"] for s in data["shards"]) == extra
+    off = invoke(apps(zset_scheduler_collect_interval=0), "status").output
+    assert "collection off (zset_scheduler_collect_interval = 0)" in off
 
 
 def test_status_watch_refreshes(apps: AppFactory) -> None:

@@ -84,6 +84,10 @@ def test_the_overview_shows_every_shard_the_totals_and_the_dead_letters(big: Big
     assert f">{total:,}<" in page
     assert "Dispatchers alive: 0" in page
     assert "in this app's <code>beat_schedule</code> (cleanup)" in page
+    live = sum(big.store.client.hlen(big.store.keys.shard(s).shared) for s in range(4))
+    assert live >= 1
+    assert (f'Shared prefixes</th><td class="right">{live:,} in use, 0 set aside, 0 to delete; '
+            "not collected yet") in page
     refreshed = as_changer.get(f"{ADMIN}/overview/?refresh=5").content.decode()
     assert '<meta http-equiv="refresh" content="5">' in refreshed
 

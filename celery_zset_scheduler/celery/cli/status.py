@@ -1,4 +1,5 @@
-"""``celery zset status``: per-shard pending, in flight, lag, leader, epoch and rate; totals."""
+"""``celery zset status``: per-shard pending, in flight, lag, leader, epoch and rate; totals; the
+shared prefixes and their collection."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import click
 
 from ...model.times import iso
 from ...ops.status import StoreStatus, read_status
-from .group import store_of
+from ...store.shared_gc import SharedUsage
+from .group import installation, store_of
 from .options import common, compose, count_option, interval_option, watch_option
 from .output import duration, number, relative, table
 
@@ -20,6 +22,8 @@ CLEAR = "\x1b[H\x1b[2J"
 
 def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
     now = status.now_ms
+    live, old, grave = status.shared_totals
+    shared = {u.shard: u for u in status.shared}
     return {
         "prefix": prefix,
         "shard_count": len(status.shards),
@@ -38,6 +42,12 @@ def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
             {"id": d.id, "shards": d.shards, "member": d.member, "expires_ms": d.expires_ms}
             for d in status.dispatchers
         ],
+        "shared_prefixes": {
+            "in_use": live, "set_aside": old, "to_delete": grave,
+            "collecting_shards": [u.shard for u in status.shared if u.collecting],
+            "last_cycle_ms": max((u.last_begun_ms for u in status.shared if u.last_begun_ms is not None),
+                                 default=None),
+        },
         "periodic": {
             "entries": sum(c.entries for c in status.periodic),
             "scheduled": sum(c.scheduled for c in status.periodic),
@@ -68,13 +78,22 @@ def status_json(status: StoreStatus, prefix: str) -> dict[str, Any]:
                 "periodic_entries": p.entries,
                 "periodic_scheduled": p.scheduled,
                 "periodic_next_run_ms": p.next_look_ms,
+                **_shard_shared(shared.get(s.shard)),
             }
             for s, p in zip(status.shards, status.periodic, strict=True)
         ],
     }
 
 
-def status_text(status: StoreStatus, prefix: str) -> str:
+def _shard_shared(usage: SharedUsage | None) -> dict[str, Any]:
+    if usage is None:
+        return {"shared_in_use": None, "shared_set_aside": None, "shared_to_delete": None,
+                "collecting": None, "last_cycle_ms": None}
+    return {"shared_in_use": usage.live, "shared_set_aside": usage.old, "shared_to_delete": usage.grave,
+            "collecting": usage.collecting, "last_cycle_ms": usage.last_begun_ms}
+
+
+def status_text(status: StoreStatus, prefix: str, collect_interval: float | None = None) -> str:
     now = status.now_ms
     nodes = status.cluster.shard_nodes if status.cluster else None
     rows: list[tuple[Any, ...]] = []
@@ -97,6 +116,7 @@ def status_text(status: StoreStatus, prefix: str) -> str:
         "",
         f"dead letters: {number(status.dead_letters)}",
         *(f"{name.replace('_', ' ')}: {number(count)}" for name, count in status.stats.items()),
+        shared_summary(status, collect_interval),
         f"dispatchers alive: {number(len(status.dispatchers))}",
     ]
     for d in status.dispatchers:
@@ -106,6 +126,25 @@ def status_text(status: StoreStatus, prefix: str) -> str:
     lines += _periodic_lines(status)
     lines += _cluster_lines(status)
     return "\n".join(lines)
+
+
+def shared_summary(status: StoreStatus, collect_interval: float | None) -> str:
+    """The shared prefixes and where their collection is (``collect_interval``: this app's setting,
+    which the dispatchers are assumed to share)."""
+    live, old, grave = status.shared_totals
+    line = f"shared prefixes: {number(live)} in use, {number(old)} set aside, {number(grave)} to delete"
+    collecting = [u.shard for u in status.shared if u.collecting]
+    if collecting:
+        return f"{line}; a collection is under way on shards {','.join(map(str, collecting))}"
+    if collect_interval == 0:
+        return f"{line}; collection off (zset_scheduler_collect_interval = 0)"
+    clocks = [u.last_begun_ms for u in status.shared if u.last_begun_ms is not None]
+    if not clocks:
+        return f"{line}; not collected yet (a shard's leader starts its clock)"
+    if collect_interval is None:
+        return f"{line}; last cycle {relative(max(clocks), status.now_ms)}"
+    due = min(clocks) + int(collect_interval * 1000)
+    return f"{line}; next cycle can begin {relative(due, status.now_ms) if due > status.now_ms else 'now'}"
 
 
 def _cluster_lines(status: StoreStatus) -> list[str]:
@@ -152,7 +191,7 @@ def status(ctx: click.Context, as_json: bool, watch: bool, interval: float, coun
                 data = status_json(snapshot, prefix)
                 click.echo(json.dumps(data, separators=(",", ":")) if watch else json.dumps(data, indent=2))
             else:
-                text = status_text(snapshot, prefix)
+                text = status_text(snapshot, prefix, installation(ctx).settings.collect_interval)
                 click.echo(f"{CLEAR}{text}" if watch and tty else text + ("\n" if watch else ""))
             refreshes += 1
             if not watch or (count and refreshes >= count):

@@ -1,5 +1,6 @@
 """The overview: per shard pending, in flight, lag, leader, epoch and dispatch rate; the live
-dispatchers; dead letters; periodic entries per shard with the leader that fires them.
+dispatchers; dead letters; periodic entries per shard with the leader that fires them; the shared
+prefixes and their collection.
 ``ops.status.read_status``: a bounded number of round trips whatever the store holds."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
 from ....celery.cli.output import duration, number, relative
+from ....celery.cli.status import shared_summary
 from ....model.times import iso
 from ....ops.status import read_status
 from ..base import StoreAdmin
@@ -46,6 +48,7 @@ class OverviewAdmin(StoreAdmin):
             refresh = 0
         refresh = refresh if refresh in REFRESH_CHOICES else 0
         beat = celery_app().conf.beat_schedule or {}
+        shared = shared_summary(status, self.installation().settings.collect_interval)
         leaders = {row[0]: row[5] for row in shards}
         periodic = [[c.shard, number(c.entries), number(c.scheduled), relative(c.next_look_ms, now), leaders[c.shard]]
                     for c in status.periodic]
@@ -63,6 +66,7 @@ class OverviewAdmin(StoreAdmin):
                      "Dispatched"],
             scheduled_url=self._sibling("scheduledtask"), letters_url=self._sibling("deadletter"),
             periodic_url=self._sibling("periodicentry"),
+            shared=shared.removeprefix("shared prefixes: "),
         )
 
     def _sibling(self, model_name: str) -> str:
