@@ -1,5 +1,5 @@
 """Where a dispatched task's Redis time goes: ``python -m bench.drain [--size N] [--rounds K]
-[--broker-server]``.
+[--broker-server] [--pending N] [--redis-args ARGS]``.
 
 Starts its own redis-server, then, ``--rounds`` times in turn, drains ``--size`` ``add(i, i)``
 tasks all due (scheduled by ``schedule_many`` first, not timed) with one dispatcher leading every
@@ -10,6 +10,11 @@ to last hand-off, the dispatcher's own observer), the server's CPU per task (``I
 system, over the drain only) and the commands that took most of its time per task (``INFO
 commandstats``; a script's own time includes the commands it calls). Running it on two checkouts
 in turn (``PYTHONPATH=<checkout>``) gives before / after pairs from the same minutes.
+
+``--pending N`` stores N far-future tasks first (``schedule_many``, its rate printed with the
+server's memory), so every drain runs over a store that full; ``--redis-args`` passes options to the
+redis-server it starts (say ``"--disable-thp no"``, with ``MALLOC_CONF=thp:always`` in the
+environment for jemalloc's huge pages): the printed ``AnonHugePages`` shows what the kernel gave.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
+import shlex
 import sys
 from typing import Any
 
@@ -24,7 +31,7 @@ from celery_zset_scheduler.testing import RedisServer
 
 from .lib.dispatching import Recorder, running
 from .lib.environment import BenchEnv, make_env
-from .lib.scheduling import bulk
+from .lib.scheduling import bulk, far_future_calls
 
 
 def _cpu(client: Any) -> float:
@@ -51,6 +58,20 @@ def drain_once(env: BenchEnv, client: Any, count: int) -> dict[str, Any]:
             "top": [(name, usec / count) for usec, name in top]}
 
 
+def _memory(server: RedisServer) -> str:
+    """The server's resident memory and the part of it in transparent huge pages (Linux)."""
+    assert server.process is not None
+    fields: dict[str, int] = {}
+    with contextlib.suppress(OSError), open(f"/proc/{server.process.pid}/smaps_rollup", encoding="ascii") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name in ("Rss", "AnonHugePages"):
+                fields[name] = int(rest.split()[0])
+    if not fields:
+        return "memory not readable (no /proc)"
+    return f"RSS {fields.get('Rss', 0) / 1024:,.0f} MB, AnonHugePages {fields.get('AnonHugePages', 0) / 1024:,.0f} MB"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.drain", description=__doc__.split("\n", 1)[0])
     p.add_argument("--size", type=int, default=100_000, help="tasks per drain (100,000)")
@@ -58,18 +79,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--broker-server", action="store_true",
                    help="the generic path's broker on a redis-server of its own (default: db 1 of the store's)")
+    p.add_argument("--pending", type=int, default=0,
+                   help="far-future tasks stored before the drains, which run over them (0)")
+    p.add_argument("--redis-args", default="", help='options for the redis-server it starts, e.g. "--disable-thp no"')
     args = p.parse_args(argv)
-    with RedisServer() as server, contextlib.ExitStack() as stack:
+    if args.pending < 0 or args.size <= 0:
+        p.error("--size must be positive and --pending not negative")
+    with RedisServer(extra=shlex.split(args.redis_args)) as server, contextlib.ExitStack() as stack:
         client = server.client()
         broker = stack.enter_context(RedisServer()).url if args.broker_server else server.url_db(1)
-        paths = {"fast": make_env(server.url, server.url, shards=args.shards),
-                 "generic": make_env(server.url, broker, shards=args.shards)}
+        # One store for both paths (a shared token), so the pending tasks lie under both drains.
+        token = secrets.token_hex(3)
+        fast = make_env(server.url, server.url, shards=args.shards, token=token)
+        paths = {"fast": fast, "generic": make_env(server.url, broker, shards=args.shards, token=token)}
+        if args.pending:
+            rate = bulk(fast, args.pending, far_future_calls(args.pending, start=args.size))
+            print(f"pending  {args.pending:,} stored at {rate.per_second:,.0f} tasks/s; server {_memory(server)}",
+                  flush=True)
         for _ in range(args.rounds):
             for name, env in paths.items():
                 found = drain_once(env, client, args.size)
                 top = ", ".join(f"{cmd} {us:.1f}" for cmd, us in found["top"])
                 print(f"{name:8} {found['rate']:9,.0f} tasks/s  Redis CPU {found['redis_us']:5.1f} µs a task"
                       f"  (µs a task: {top})  load {os.getloadavg()[0]:.2f}", flush=True)
+        if args.pending:
+            keys = fast.store.keys
+            left = sum(int(client.zcard(keys.shard(s).due)) for s in range(keys.shards))
+            print(f"after    {left:,} still pending; server {_memory(server)}", flush=True)
     return 0
 
 
