@@ -1,5 +1,5 @@
 """Where a dispatched task's Redis time goes: ``python -m bench.drain [--size N] [--rounds K]
-[--broker-server] [--pending N] [--redis-args ARGS]``.
+[--broker-server] [--pending N] [--redis-args ARGS] [--tables]``.
 
 Starts its own redis-server, then, ``--rounds`` times in turn, drains ``--size`` ``add(i, i)``
 tasks all due (scheduled by ``schedule_many`` first, not timed) with one dispatcher leading every
@@ -15,6 +15,9 @@ in turn (``PYTHONPATH=<checkout>``) gives before / after pairs from the same min
 server's memory), so every drain runs over a store that full; ``--redis-args`` passes options to the
 redis-server it starts (say ``"--disable-thp no"``, with ``MALLOC_CONF=thp:always`` in the
 environment for jemalloc's huge pages): the printed ``AnonHugePages`` shows what the kernel gave.
+``--tables`` prints, after the fill and after each drain, the hash tables of shard 0's ``msg`` hash
+and sorted set (``DEBUG HTSTATS-KEY``, enabled on the server it starts): whether Redis is still
+moving them to a doubled table, which makes every lookup look in both, and how far it got.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import secrets
 import shlex
 import sys
 from typing import Any
+
+import redis
 
 from celery_zset_scheduler.testing import RedisServer
 
@@ -72,6 +78,29 @@ def _memory(server: RedisServer) -> str:
     return f"RSS {fields.get('Rss', 0) / 1024:,.0f} MB, AnonHugePages {fields.get('AnonHugePages', 0) / 1024:,.0f} MB"
 
 
+def _tables(client: Any, env: BenchEnv) -> str:
+    """Shard 0's two big tables: their sizes, and how far a move to a doubled one got."""
+    keys = env.store.keys.shard(0)
+    parts = []
+    for name, key in (("msg", keys.msg), ("due", keys.due)):
+        try:
+            text = client.execute_command("DEBUG", "HTSTATS-KEY", key).decode()
+        except redis.ResponseError as e:  # no such key, or too small for a hash table (a listpack)
+            parts.append(f"{name}: {e}")
+            continue
+        # Redis says "elements", Valkey 8 "entries" (and counts its table size in entries).
+        tables = [(int(size), int(count)) for size, count in
+                  re.findall(r"table size: (\d+)\s+number of (?:elements|entries): (\d+)", text)]
+        if len(tables) == 2:
+            (old, left), (new, moved) = tables
+            parts.append(f"{name} moving {old:,} -> {new:,}, {moved / max(1, left + moved):.0%} moved")
+        elif tables:
+            parts.append(f"{name} table {tables[0][0]:,}")
+        else:
+            parts.append(f"{name}: {text.strip().splitlines()[0] if text.strip() else 'no table'}")
+    return "shard 0: " + "; ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.drain", description=__doc__.split("\n", 1)[0])
     p.add_argument("--size", type=int, default=100_000, help="tasks per drain (100,000)")
@@ -82,10 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pending", type=int, default=0,
                    help="far-future tasks stored before the drains, which run over them (0)")
     p.add_argument("--redis-args", default="", help='options for the redis-server it starts, e.g. "--disable-thp no"')
+    p.add_argument("--tables", action="store_true",
+                   help="print shard 0's hash tables after the fill and each drain (DEBUG HTSTATS-KEY)")
     args = p.parse_args(argv)
     if args.pending < 0 or args.size <= 0:
         p.error("--size must be positive and --pending not negative")
-    with RedisServer(extra=shlex.split(args.redis_args)) as server, contextlib.ExitStack() as stack:
+    extra = shlex.split(args.redis_args) + (["--enable-debug-command", "yes"] if args.tables else [])
+    with RedisServer(extra=extra) as server, contextlib.ExitStack() as stack:
         client = server.client()
         broker = stack.enter_context(RedisServer()).url if args.broker_server else server.url_db(1)
         # One store for both paths (a shared token), so the pending tasks lie under both drains.
@@ -96,12 +128,16 @@ def main(argv: list[str] | None = None) -> int:
             rate = bulk(fast, args.pending, far_future_calls(args.pending, start=args.size))
             print(f"pending  {args.pending:,} stored at {rate.per_second:,.0f} tasks/s; server {_memory(server)}",
                   flush=True)
+        if args.tables:
+            print(f"tables   {_tables(client, fast)}", flush=True)
         for _ in range(args.rounds):
             for name, env in paths.items():
                 found = drain_once(env, client, args.size)
                 top = ", ".join(f"{cmd} {us:.1f}" for cmd, us in found["top"])
                 print(f"{name:8} {found['rate']:9,.0f} tasks/s  Redis CPU {found['redis_us']:5.1f} µs a task"
                       f"  (µs a task: {top})  load {os.getloadavg()[0]:.2f}", flush=True)
+                if args.tables:
+                    print(f"tables   {_tables(client, fast)}", flush=True)
         if args.pending:
             keys = fast.store.keys
             left = sum(int(client.zcard(keys.shard(s).due)) for s in range(keys.shards))

@@ -4,10 +4,12 @@ dispatched (real redis-server, real dispatcher)."""
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
 from bench import drain
+from celery_zset_scheduler.testing import find_redis_server
 
 
 @pytest.mark.parametrize("where", [[], ["--broker-server"]])
@@ -39,3 +41,24 @@ def test_pending_tasks_lie_under_both_drains_and_the_server_takes_its_options(
 def test_the_options_go_to_the_server_it_starts() -> None:
     with pytest.raises(RuntimeError, match="exited at start"):
         drain.main(["--size", "10", "--redis-args", "--no-such-option yes"])
+
+
+def test_the_tables_show_a_move_to_a_doubled_table_under_way_after_the_fill_and_ended_by_the_drains(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """1,100 entries a shard: on Redis the fill crosses 1,024 and leaves both tables moving to
+    2,048, a bucket a command on the key; the drains' commands end the move (never above 2,048
+    entries). Valkey 8's tables grow otherwise: there each line shows a table."""
+    assert drain.main(["--size", "800", "--rounds", "2", "--shards", "1", "--pending", "1100", "--tables"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["pending", "tables", *["fast", "tables", "generic", "tables"] * 2,
+                                                   "after"]
+    tables = [line for line in lines if line.startswith("tables")]
+    version = subprocess.run([find_redis_server(), "--version"], capture_output=True, text=True, check=True).stdout
+    if version.startswith("Redis"):
+        assert re.fullmatch(r"tables +shard 0: msg moving 1,024 -> 2,048, \d+% moved; "
+                            r"due moving 1,024 -> 2,048, \d+% moved", tables[0]), tables[0]
+        assert re.fullmatch(r"tables +shard 0: msg table 2,048; due table 2,048", tables[-1]), tables[-1]
+    else:
+        table = r"(?:moving [\d,]+ -> [\d,]+, \d+% moved|table [\d,]+)"
+        for line in tables:
+            assert re.fullmatch(rf"tables +shard 0: msg {table}; due {table}", line), line
