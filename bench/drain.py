@@ -37,6 +37,7 @@ from celery_zset_scheduler.testing import RedisServer
 
 from .lib.dispatching import Recorder, running
 from .lib.environment import BenchEnv, make_env
+from .lib.scaling import pending
 from .lib.scheduling import bulk, far_future_calls
 
 
@@ -139,9 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.tables:
                     print(f"tables   {_tables(client, fast)}", flush=True)
         if args.pending:
-            keys = fast.store.keys
-            left = sum(int(client.zcard(keys.shard(s).due)) for s in range(keys.shards))
-            print(f"after    {left:,} still pending; server {_memory(server)}", flush=True)
+            print(f"after    {pending(fast):,} still pending; server {_memory(server)}", flush=True)
     return 0
 
 

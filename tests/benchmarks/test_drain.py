@@ -24,7 +24,7 @@ def test_a_tiny_run_prints_each_path_with_its_redis_time(capsys: pytest.CaptureF
         assert "evalsha" in found.group(3)  # the claim (or the fast path's push) is a script
 
 
-def test_pending_tasks_lie_under_both_drains_and_the_server_takes_its_options(
+def test_pending_tasks_lie_under_both_drains_and_still_wait_after_them(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert drain.main(["--size", "200", "--rounds", "1", "--shards", "2", "--pending", "1000",
                        "--redis-args", "--maxmemory-policy noeviction --hz 20"]) == 0
@@ -35,7 +35,6 @@ def test_pending_tasks_lie_under_both_drains_and_the_server_takes_its_options(
     assert stored is not None, lines[0]
     assert int(stored.group(2).replace(",", "")) > 0
     assert re.search(r"after +1,000 still pending; server RSS [\d,]+ MB", lines[3]), lines[3]  # due ones only
-
 
 
 def test_the_options_go_to_the_server_it_starts() -> None:
