@@ -22,10 +22,13 @@ from itertools import repeat
 from operator import attrgetter
 from typing import TypeVar, cast
 
+import redis
+
 from ..errors import ZSetSchedulerError
 from ..model.logs import describe, log_event
 from ..store.built import BuiltTable, ReceiveClaim, claim_built_ahead, claim_built_many
 from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
+from ..store.revokes import revoke_counts
 from .generic import Check, Claim, GenericHandOff, Item, Revoked
 from .handoff import Built, BuiltPublisher, Env, Outgoing, Pass, Publisher, ShardPass
 
@@ -79,6 +82,7 @@ class BuiltHandOff(GenericHandOff):
 
     def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
         ahead, self._ahead = self._ahead, None
+        self._counts_read = None
         found = super()._claim(fences) if ahead is None else self._claimed_ahead(ahead, fences)
         passed = found[0]
         size = self.env.config.batch_size
@@ -113,6 +117,13 @@ class BuiltHandOff(GenericHandOff):
         table = self._table
         if table is None or not fences or self.env.stopping():
             return
+        # The hand-off's revoke check, read now: once the claim is sent, Redis answers nothing
+        # else until it has run, and this pass's claims have all been answered.
+        shards = sorted({f.shard for f in fences} | {i.entry.shard for i in self._held})
+        try:
+            self._counts_read = revoke_counts(self.env.claims.store.client, self.env.claims.keys, shards)
+        except (redis.RedisError, OSError):
+            self._counts_read = None  # the guard reads them itself (and meets the outage there)
         sent_at = time.monotonic()
         receive = claim_built_ahead(self.env.claims, fences, table, ack=self._to_ack, **self._claim_args())
         if receive is not None:

@@ -80,10 +80,15 @@ class LeaseGuard:
     """The batch's fences, checked against the dispatcher's own clock (and by the publisher, where
     the broker is the store's Redis, inside the transaction that writes the messages)."""
 
-    def __init__(self, env: Env, fences: dict[int, Fence], revoke_gens: dict[int, int] | None = None) -> None:
+    def __init__(self, env: Env, fences: dict[int, Fence], revoke_gens: dict[int, int] | None = None,
+                 counts_read: Mapping[int, int] | None = None) -> None:
         self._env = env
         self._fences = fences
         self._gens = revoke_gens or {}  # shard -> its revoke count at the earliest claim in the batch
+        # shard -> its revoke count read after every claim in the batch, while Redis was idle
+        # (before a claim was sent ahead, which the check would otherwise wait behind): a revoke
+        # since then is held by the worker's record, as one landing between check and write
+        self._read = counts_read or {}
 
     def still_ours(self, shard: int) -> bool:
         return self._env.lease_valid(shard, time.monotonic())
@@ -101,7 +106,11 @@ class LeaseGuard:
 
     def revoked(self, batch: Sequence[Outgoing | Built]) -> frozenset[int]:
         client, keys = self._env.claims.store.client, self._env.claims.keys
-        changed = changed_since(client, keys, {s: self._gens.get(s, -1) for s in set(map(_SHARD, batch))})
+        shards = set(map(_SHARD, batch))
+        read = {s for s in shards if s in self._read}
+        changed = {s for s in read if self._read[s] != self._gens.get(s, -1)}
+        if len(read) < len(shards):
+            changed |= changed_since(client, keys, {s: self._gens.get(s, -1) for s in shards - read})
         if not changed:  # the ids are gathered only for shards revoked in since the claim
             return frozenset()
         by_shard: dict[int, list[str]] = {s: [] for s in changed}
@@ -116,6 +125,10 @@ class LeaseGuard:
 
 
 class GenericHandOff:
+    #: The revoke counts the guard compares with (shard -> count read after the pass's claims);
+    #: None, or a shard left out: the guard reads its count itself, at the hand-off.
+    _counts_read: Mapping[int, int] | None = None
+
     def __init__(self, env: Env, publisher: Publisher, check: Check | None = None,
                  revoked: Revoked | None = None) -> None:
         self.env = env
@@ -160,7 +173,8 @@ class GenericHandOff:
         gens: dict[int, int] = {}
         for shard, gen in set(map(_SHARD_GEN, ready)):  # a few pairs: the claims in the batch
             gens[shard] = min(gen, gens.get(shard, gen))
-        return LeaseGuard(self.env, dict(zip(map(_SHARD, map(_ENTRY, ready)), map(_FENCE, ready), strict=True)), gens)
+        fences = dict(zip(map(_SHARD, map(_ENTRY, ready)), map(_FENCE, ready), strict=True))
+        return LeaseGuard(self.env, fences, gens, self._counts_read)
 
     def _hand_over(self, ready: list[Item]) -> BaseException | None:
         """Publish ``ready`` and settle the report; the outage that stopped it, if any."""

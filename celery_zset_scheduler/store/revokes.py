@@ -147,14 +147,18 @@ def revoked_since(client: Any, keys: KeySpace, claimed: dict[int, tuple[int, lis
 def changed_since(client: Any, keys: KeySpace, counts: dict[int, int]) -> set[int]:
     """The shards of ``counts`` (shard -> its revoke count at a claim) revoked in since: their
     count is another now (one round trip)."""
-    shards = list(counts)
+    now = revoke_counts(client, keys, list(counts))
+    return {s for s, count in now.items() if count != counts[s]}
+
+
+def revoke_counts(client: Any, keys: KeySpace, shards: Sequence[int]) -> dict[int, int]:
+    """Each shard's revoke count now (one round trip; none for no shard)."""
     if not shards:
-        return set()
+        return {}
     pipe = client.pipeline(transaction=False)  # GETs, not an MGET: one slot a shard on a cluster
     for shard in shards:
         pipe.get(keys.shard(shard).revoked_gen)
-    now = pipe.execute()
-    return {s for s, count in zip(shards, now, strict=True) if int(count or 0) != counts[s]}
+    return {s: int(count or 0) for s, count in zip(shards, pipe.execute(), strict=True)}
 
 
 def revoked_among(client: Any, keys: KeySpace, ids_by_shard: dict[int, list[str]]) -> set[tuple[int, str]]:

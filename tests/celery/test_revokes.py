@@ -220,6 +220,34 @@ def test_a_revoke_on_one_shard_holds_back_only_its_entries_at_handoff(
     assert all(celery_zset_scheduler.lookup(app, i) is None for i in batch)
 
 
+def test_a_task_revoked_in_flight_while_the_next_claim_runs_ahead_never_runs(
+    apps: AppFactory, redis_server: RedisServer, clusters: list[Cluster]
+) -> None:
+    # In a backlog the built lane reads the revoke counts before it sends the next claim ahead
+    # (Redis would answer the hand-off's read only once that claim has run): a revoke landing
+    # after that read, as here while the dispatcher is paused, is held by the revoke record,
+    # which the worker reads. Either way the task never runs; the others run once.
+    conf = {**PATIENT, "zset_scheduler_batch_size": 10}
+    cluster = make_cluster(clusters, redis_server, shards=1, **conf)
+    app = apps(shards=1, **conf)
+    due = datetime.fromtimestamp(time.time() + 0.3, timezone.utc)
+    ids = [app.tasks["t.record"].apply_async(kwargs={"tag": i}, eta=due).id for i in range(200)]
+    stale = cluster.hooked_dispatcher("claimed_ahead")
+    stale.wait_for_output(r"PAUSED ")
+    assert "AHEAD True" in stale.output, stale.output[-2000:]
+    batch = paused_batch(stale.output)
+    doomed = batch[::2]
+    app.control.revoke(doomed)
+    stale.signal(signal.SIGCONT)
+    worker(cluster)
+    wait_for(lambda: len(tags_run(apps)) >= len(ids) - len(doomed), timeout=60, what="the rest to run")
+    wait_for(lambda: all(app.AsyncResult(i).state == "REVOKED" for i in doomed), what="the revoked ones REVOKED")
+    time.sleep(1.0)
+    ran = collections.Counter(run["id"] for run in apps.executions())
+    assert set(ran) == set(ids) - set(doomed) and max(ran.values()) == 1
+    assert all(celery_zset_scheduler.lookup(app, i) is None for i in ids)
+
+
 def test_an_entry_revoked_in_flight_does_not_come_back_after_its_dispatcher_dies(
     apps: AppFactory, redis_server: RedisServer, clusters: list[Cluster]
 ) -> None:

@@ -19,7 +19,8 @@ transaction whose watched key expired) makes ``EXEC`` write nothing, and the che
 without that shard. Elsewhere the lease is checked by the dispatcher's clock right before the
 transaction. Whether anything in the batch was revoked since its claim is read right before the
 transaction too (after the ``WATCH``, which covers each shard's revoke counter as well: a revoke
-landing before ``EXEC`` makes the check run again), and revoked messages are left out (I10).
+landing before ``EXEC`` makes the check run again), or, elsewhere, where the guard read the revoke
+counters before a claim sent ahead (:mod:`...dispatch.built`), and revoked messages are left out (I10).
 """
 
 from __future__ import annotations
