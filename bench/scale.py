@@ -103,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.save:
             Path(args.save).write_text(json.dumps(r, indent=2) + "\n", encoding="utf-8")
 
+    try:  # a path that cannot be written fails now, not after the first stage's minutes
+        if args.save:
+            Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+        keep()
+    except OSError as exc:
+        print(f"python -m bench.scale: cannot write --save {args.save}: {exc}", file=sys.stderr)
+        return 2
     with RedisServer() as server:
         _run(server, opts, r, say, keep)
     r["loads"]["end"] = load()

@@ -18,7 +18,7 @@ def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_tiny_run_writes_the_table_the_json_and_the_plots(tmp_path: Path) -> None:
-    out, saved = tmp_path / "docs", tmp_path / "scale.json"
+    out, saved = tmp_path / "docs", tmp_path / "new" / "scale.json"  # a folder made for it
     done = run("-m", "bench.scale", "--size", "2000", "--quick", "--dispatchers", "1,2",
                "--out", str(out), "--save", str(saved), "--json")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -61,3 +61,14 @@ def test_without_matplotlib_it_says_so_before_measuring(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "matplotlib is not installed" in done.stderr and "--no-plots" in done.stderr
     assert not (tmp_path / "scale.md").exists()
+
+
+def test_a_save_path_it_cannot_write_is_refused_before_measuring(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    done = run("-m", "bench.scale", "--size", "2000", "--quick", "--no-plots", "--out", str(tmp_path / "docs"),
+               "--save", str(blocked / "scale.json"), timeout=60)
+    assert done.returncode == 2
+    assert f"cannot write --save {blocked / 'scale.json'}" in done.stderr
+    assert "pending" not in done.stderr  # no stage began
+    assert not (tmp_path / "docs").exists()
