@@ -82,7 +82,6 @@ class BuiltHandOff(GenericHandOff):
 
     def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
         ahead, self._ahead = self._ahead, None
-        self._counts_read = None
         found = super()._claim(fences) if ahead is None else self._claimed_ahead(ahead, fences)
         passed = found[0]
         size = self.env.config.batch_size
@@ -117,16 +116,22 @@ class BuiltHandOff(GenericHandOff):
         table = self._table
         if table is None or not fences or self.env.stopping():
             return
-        # The hand-off's revoke check, read now: once the claim is sent, Redis answers nothing
-        # else until it has run, and this pass's claims have all been answered.
+        store = self.env.claims.store
+        if store.clustered:
+            return  # a claim is not sent ahead on a cluster (claim_built_ahead)
+        # The counts of the hand-off's revoke check, read now: once the claim is sent, Redis
+        # answers nothing else until it has run, and the claims of what this pass holds have all
+        # been answered (a shard claimed later in the pass is left out: _claimed_ahead).
         shards = sorted({f.shard for f in fences} | {i.entry.shard for i in self._held})
         try:
-            self._counts_read = revoke_counts(self.env.claims.store.client, self.env.claims.keys, shards)
+            self._counts_read = revoke_counts(store.client, self.env.claims.keys, shards)
         except (redis.RedisError, OSError):
             self._counts_read = None  # the guard reads them itself (and meets the outage there)
         sent_at = time.monotonic()
         receive = claim_built_ahead(self.env.claims, fences, table, ack=self._to_ack, **self._claim_args())
-        if receive is not None:
+        if receive is None:
+            self._counts_read = None  # nothing runs ahead: the guard reads at the hand-off
+        else:
             self._ahead = _Ahead(fences, table, self._to_ack, sent_at, receive)
             self._to_ack = []
             self.claimed_ahead += 1
@@ -154,6 +159,8 @@ class BuiltHandOff(GenericHandOff):
         covered = {f.shard for f in ahead.fences}
         rest = [f for f in fences if f.shard not in covered]
         if rest:
+            if self._counts_read:  # claimed after the read: their check reads at the hand-off
+                self._counts_read = {s: n for s, n in self._counts_read.items() if s not in {f.shard for f in rest}}
             sent_at = time.monotonic()
             more = self._claim_with(rest, ahead.table)
             self._to_ack = list(more.unacked) + self._to_ack
@@ -190,6 +197,7 @@ class BuiltHandOff(GenericHandOff):
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             return
+        self._counts_read = None  # once its reply is read nothing runs ahead: the guard reads at the hand-off
         try:
             claimed = self._parsed(self._receive(ahead))
         except Exception as exc:

@@ -11,7 +11,9 @@ Each step returns what the next one needs:
    read a later clock: publishing them now could put them ahead of an entry that claim missed),
    as are those due at or after the earliest pending entry of a shard left out of the pass;
 4. **publish** through a :class:`~.handoff.Publisher`, which checks each shard's lease and the
-   revoke records of the batch at the moment of hand-off (:class:`LeaseGuard`);
+   revoke records of the batch at the moment of hand-off (:class:`LeaseGuard`; in a backlog on
+   the built lane, the first check of a pass uses the counts read before the next claim was sent
+   ahead, :mod:`.built`);
 5. **settle the report**: refused messages dead-lettered, published ones counted and acked (with
    the next claim), lapsed, unconfirmed and unpublished ones released to ``due``, revoked ones dropped.
 
@@ -104,11 +106,12 @@ class LeaseGuard:
     def store_client(self) -> object:
         return self._env.claims.store.client
 
-    def revoked(self, batch: Sequence[Outgoing | Built]) -> frozenset[int]:
+    def revoked(self, batch: Sequence[Outgoing | Built], *, now: bool = False) -> frozenset[int]:
         client, keys = self._env.claims.store.client, self._env.claims.keys
+        counts, self._read = ({} if now else self._read), {}  # a read made before serves one check
         shards = set(map(_SHARD, batch))
-        read = {s for s in shards if s in self._read}
-        changed = {s for s in read if self._read[s] != self._gens.get(s, -1)}
+        read = {s for s in shards if s in counts}
+        changed = {s for s in read if counts[s] != self._gens.get(s, -1)}
         if len(read) < len(shards):
             changed |= changed_since(client, keys, {s: self._gens.get(s, -1) for s in shards - read})
         if not changed:  # the ids are gathered only for shards revoked in since the claim
@@ -150,6 +153,7 @@ class GenericHandOff:
 
     def dispatch(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None = None) -> Pass:
         self._retry = set()
+        self._counts_read = None  # a read is this pass's own (its claims came before it)
         passed, ready = self._prepare(fences, waiting)
         error = self._hand_over(self._keep_fresh(ready))
         return Pass(passed.shards, passed.sent_at, passed.answered_at, error, frozenset(self._retry))
@@ -174,7 +178,8 @@ class GenericHandOff:
         for shard, gen in set(map(_SHARD_GEN, ready)):  # a few pairs: the claims in the batch
             gens[shard] = min(gen, gens.get(shard, gen))
         fences = dict(zip(map(_SHARD, map(_ENTRY, ready)), map(_FENCE, ready), strict=True))
-        return LeaseGuard(self.env, fences, gens, self._counts_read)
+        counts, self._counts_read = self._counts_read, None  # for the pass's first check only
+        return LeaseGuard(self.env, fences, gens, counts)
 
     def _hand_over(self, ready: list[Item]) -> BaseException | None:
         """Publish ``ready`` and settle the report; the outage that stopped it, if any."""

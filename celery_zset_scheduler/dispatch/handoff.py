@@ -91,8 +91,11 @@ class Guard(Protocol):
         """The store's client (to tell whether the broker is the same server and database)."""
         ...
 
-    def revoked(self, batch: Sequence[Outgoing | Built]) -> frozenset[int]:
-        """The indexes of ``batch`` revoked since their claim, read from the store right now (I10)."""
+    def revoked(self, batch: Sequence[Outgoing | Built], *, now: bool = False) -> frozenset[int]:
+        """The indexes of ``batch`` revoked since their claim (I10), read from the store now, or,
+        for the first check of a pass of the built lane in a backlog, from the revoke counts it
+        read before sending its next claim ahead. ``now``: read now in any case (a check inside a
+        ``WATCH``ed transaction, which covers only what changes after the ``WATCH``)."""
         ...
 
     def revoke_key(self, shard: int) -> str:

@@ -46,7 +46,7 @@ class Guard(HeldForever):
     def still_ours(self, shard: int) -> bool:
         return shard not in self.lapsed
 
-    def revoked(self, batch: Any) -> frozenset[int]:
+    def revoked(self, batch: Any, *, now: bool = False) -> frozenset[int]:
         return frozenset(i for i, o in enumerate(batch) if o.message.task_id in self.revoked_ids)
 
 

@@ -418,3 +418,57 @@ def test_prefixes_a_collection_set_aside_are_read_by_the_claim(apps: AppFactory,
     assert handoff.prebuilt == len(ids)
     for task_id in ids:
         assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
+
+
+@pytest.mark.parametrize("read", ["made", "fails"])
+def test_a_revoke_before_the_counts_are_read_ahead_of_the_next_claim_is_held_back(
+        apps: AppFactory, monkeypatch: pytest.MonkeyPatch, read: str) -> None:
+    """Passes driven by hand: a full batch sends the next claim ahead, the revoke counts read just
+    before it. A task of the batch revoked before that read is held back at the hand-off, which
+    then reads nothing itself; when the read fails, the hand-off reads the counts as before."""
+    from celery_zset_scheduler.dispatch import built as built_module
+    from celery_zset_scheduler.dispatch import generic as generic_module
+
+    _, ours = elsewhere(apps, shards=1, zset_scheduler_batch_size=5, zset_scheduler_inflight_timeout=60.0)
+    start = datetime.now(timezone.utc) + timedelta(seconds=0.5)
+    ids = [ours.tasks["t.record"].apply_async(kwargs={"tag": i}, eta=start + timedelta(milliseconds=i)).id
+           for i in range(12)]
+    time.sleep(max(0.0, (start - datetime.now(timezone.utc)).total_seconds()) + 0.1)
+    dispatcher = build_dispatcher(ours)
+    dispatcher.leadership.beat()
+    fences = [lease.fence for lease in dispatcher.leadership.owned.values()]
+    handoff = dispatcher.handoff
+    assert isinstance(handoff, BuiltHandOff) and len(fences) == 1
+
+    reads: list[list[int]] = []
+    real_counts, real_changed = built_module.revoke_counts, generic_module.changed_since
+    doomed: list[str] = []
+
+    def revoking_then_reading(client: Any, keys: Any, shards: Any) -> dict[int, int]:
+        if not doomed:  # the first batch is claimed (in flight): revoke one of it, then read
+            flight = {task_id_of(m) for m in installation_for(ours).store.client.zrange(keys.shard(0).inflight, 0, -1)}
+            doomed.append(next(i for i in ids if i in flight))
+            ours.control.revoke(doomed)
+        if read == "fails":
+            raise redis.ConnectionError("the read failed")
+        return real_counts(client, keys, shards)
+
+    def hand_off_read(client: Any, keys: Any, counts: dict[int, int]) -> set[int]:
+        reads.append(sorted(counts))
+        return real_changed(client, keys, counts)
+
+    monkeypatch.setattr(built_module, "revoke_counts", revoking_then_reading)
+    monkeypatch.setattr(generic_module, "changed_since", hand_off_read)
+    broker = redis.Redis.from_url(apps.server.url_db(BROKER_DB))
+    passed = handoff.dispatch(fences)
+    assert passed.broker_error is None and handoff.claimed_ahead == 1 and doomed
+    published = [m["headers"]["id"] for m in drain(broker).get(b"celery", [])]
+    assert doomed[0] not in published and published  # held back, the rest of its batch went
+    assert (reads == []) == (read == "made")  # the read made ahead served the hand-off's check
+    for _ in range(10):
+        if handoff.dispatch(fences).broker_error is None and not in_flight(ours) and not handoff.holding:
+            break
+    handoff.settle(releasing=True)
+    published += [m["headers"]["id"] for m in drain(broker).get(b"celery", [])]
+    assert sorted(published) == sorted(set(ids) - set(doomed))  # every other task once
+    assert ours.AsyncResult(doomed[0]).state == "REVOKED"

@@ -42,6 +42,20 @@ def test_the_guard_compares_the_claims_counts_with_a_read_made_after_them(store:
     assert LeaseGuard(env, {}, {2: at_claim[2]}, read_since).revoked(batch) == {0}
 
 
+def test_a_read_made_before_serves_one_check_and_none_that_must_read_now(store: Store, r: redis.Redis) -> None:
+    (a,) = ids_in_shard(store, 1, 1)
+    batch = [Built(a, 1, b"{}", "celery")]
+    env = env_of(store)
+    at_claim = revoke_counts(store.client, store.keys, [1])
+    Revokes(store, 60, 100).revoke([a])
+    guard = LeaseGuard(env, {}, at_claim, at_claim)  # read before the revoke
+    # Inside a WATCHed transaction the check reads now: the WATCH covers only later changes.
+    assert guard.revoked(batch, now=True) == {0}
+    guard = LeaseGuard(env, {}, at_claim, at_claim)
+    assert guard.revoked(batch) == frozenset()  # the first check takes the read
+    assert guard.revoked(batch) == {0}  # a later one (the next 100 messages, a retry) reads now
+
+
 def test_no_shard_no_round_trip(store: Store, r: redis.Redis) -> None:
     assert revoke_counts(store.client, store.keys, []) == {}
     assert revoke_counts(store.client, store.keys, [0, 3]) == {0: 0, 3: 0}

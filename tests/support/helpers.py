@@ -179,7 +179,7 @@ class HeldForever:
     def lease_keys(self, shard: int) -> tuple[str, str]:
         raise LookupError("published by hand: no lease")
 
-    def revoked(self, batch: Any) -> frozenset[int]:
+    def revoked(self, batch: Any, *, now: bool = False) -> frozenset[int]:
         return frozenset()
 
     def revoke_key(self, shard: int) -> str:

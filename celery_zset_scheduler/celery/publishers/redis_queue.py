@@ -18,9 +18,10 @@ shard's lock and epoch keys and reads them first: a lease taken over or expired 
 transaction whose watched key expired) makes ``EXEC`` write nothing, and the check runs again
 without that shard. Elsewhere the lease is checked by the dispatcher's clock right before the
 transaction. Whether anything in the batch was revoked since its claim is read right before the
-transaction too (after the ``WATCH``, which covers each shard's revoke counter as well: a revoke
-landing before ``EXEC`` makes the check run again), or, elsewhere, where the guard read the revoke
-counters before a claim sent ahead (:mod:`...dispatch.built`), and revoked messages are left out (I10).
+transaction too (on the store's database after the ``WATCH``, which covers each shard's revoke
+counter as well: a revoke landing before ``EXEC`` makes the check run again; elsewhere, in a
+backlog, from the counters the built lane read before it sent its next claim ahead:
+:mod:`...dispatch.built`), and revoked messages are left out (I10).
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def publish(producer: Any, batch: Sequence[Outgoing | Built], guard: Guard, same
                 if shards:
                     lapsed_shards |= _watch_leases(pipe, sorted(shards), guard)
                 candidates = [i for i, shard, _, _ in built if shard not in lapsed_shards]
-                revoked = {candidates[n] for n in guard.revoked([batch[i] for i in candidates])}
+                revoked = {candidates[n] for n in guard.revoked([batch[i] for i in candidates], now=True)}
                 pipe.multi()
                 for command in _commands(channel, built, queues, lapsed_shards, revoked):
                     pipe.execute_command(*command)
