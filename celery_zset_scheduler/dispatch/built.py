@@ -121,7 +121,7 @@ class BuiltHandOff(GenericHandOff):
             return  # a claim is not sent ahead on a cluster (claim_built_ahead)
         # The counts of the hand-off's revoke check, read now: once the claim is sent, Redis
         # answers nothing else until it has run, and the claims of what this pass holds have all
-        # been answered (a shard claimed later in the pass is left out: _claimed_ahead).
+        # been answered.
         shards = sorted({f.shard for f in fences} | {i.entry.shard for i in self._held})
         try:
             self._counts_read = revoke_counts(store.client, self.env.claims.keys, shards)
@@ -138,17 +138,26 @@ class BuiltHandOff(GenericHandOff):
 
     def _claimed_ahead(self, ahead: _Ahead, fences: Sequence[Fence]) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
         """This pass's claim from the one sent ahead, and of the shards it did not cover (a shard
-        acquired since), claimed now with the same table. When the last pass took a full batch,
-        the next claim goes as soon as this one's reply is read, before it is parsed. Its entries
+        acquired since), claimed once its reply is read and before the next claim goes, which
+        they then join (each shard's next entries come after the ones claimed now). When the last
+        pass took a full batch, the next claim goes before this one's reply is parsed. Its entries
         count as claimed when it was sent (every lease deadline is later), and the Redis clock
         was read then. A shard whose lease changed since it was sent (lost, taken again) waits for
         the next pass: the old claim's entries go back (``_keep_fresh``) before anything of the new
         lease is claimed, and the loop does not judge the new lease by the old claim's outcome."""
         current = {f.shard: f for f in self.env.fences()}
         parse = self._receive(ahead)
+        covered = {f.shard for f in ahead.fences}
+        rest = [f for f in fences if f.shard not in covered]
+        more: ClaimPass | None = None
+        if rest:
+            sent_at = time.monotonic()
+            more = self._claim_with(rest, ahead.table)  # with the acks so far
+            self._to_ack = list(more.unacked)
+            answered_at = time.monotonic()
         if self._busy:
             self._table = ahead.table
-            self._send_ahead([f for f in ahead.fences if current.get(f.shard) == f])
+            self._send_ahead([f for f in [*ahead.fences, *rest] if current.get(f.shard) == f])
         claimed = self._parsed(parse)
         self._table = ahead.table
         passed, claims, cutoffs = self._take(ahead.fences, claimed, ahead.sent_at, time.monotonic(), ahead.sent_at)
@@ -156,15 +165,7 @@ class BuiltHandOff(GenericHandOff):
             if current.get(fence.shard) != fence:
                 passed.shards[fence.shard] = ShardPass(False, 0, None, 0)
                 self._retry.add(fence.shard)
-        covered = {f.shard for f in ahead.fences}
-        rest = [f for f in fences if f.shard not in covered]
-        if rest:
-            if self._counts_read:  # claimed after the read: their check reads at the hand-off
-                self._counts_read = {s: n for s, n in self._counts_read.items() if s not in {f.shard for f in rest}}
-            sent_at = time.monotonic()
-            more = self._claim_with(rest, ahead.table)
-            self._to_ack = list(more.unacked) + self._to_ack
-            answered_at = time.monotonic()
+        if more is not None:
             other, more_claims, more_cutoffs = self._take(rest, more, sent_at, answered_at, (sent_at + answered_at) / 2)
             passed.shards.update(other.shards)
             claims += more_claims

@@ -472,3 +472,35 @@ def test_a_revoke_before_the_counts_are_read_ahead_of_the_next_claim_is_held_bac
     published += [m["headers"]["id"] for m in drain(broker).get(b"celery", [])]
     assert sorted(published) == sorted(set(ids) - set(doomed))  # every other task once
     assert ours.AsyncResult(doomed[0]).state == "REVOKED"
+
+
+def test_a_shard_acquired_in_a_backlog_joins_the_claims_sent_ahead(apps: AppFactory) -> None:
+    """Passes driven by hand: the leader of shard 0 is draining a backlog (each claim sent ahead)
+    when it acquires shard 1. Shard 1 is claimed in the next pass before the next claim goes, and
+    that claim covers both shards (no claim of it waits behind one sent ahead); every task goes out
+    once, each shard's in due order."""
+    _, ours = elsewhere(apps, shards=2, zset_scheduler_batch_size=5, zset_scheduler_inflight_timeout=60.0)
+    start = datetime.now(timezone.utc) + timedelta(seconds=0.5)
+    ids = [ours.tasks["t.record"].apply_async(kwargs={"tag": i}, eta=start + timedelta(milliseconds=i)).id
+           for i in range(60)]
+    time.sleep(max(0.0, (start - datetime.now(timezone.utc)).total_seconds()) + 0.1)
+    dispatcher = build_dispatcher(ours, pinned={0})
+    dispatcher.leadership.beat()
+    handoff = dispatcher.handoff
+    assert isinstance(handoff, BuiltHandOff)
+    broker = redis.Redis.from_url(apps.server.url_db(BROKER_DB))
+    handoff.dispatch(handoff.env.fences())
+    handoff.dispatch(handoff.env.fences())
+    assert handoff._ahead is not None and [f.shard for f in handoff._ahead.fences] == [0]
+    dispatcher.leadership.pinned = {0, 1}
+    assert dispatcher.leadership.beat().acquired == [1]
+    handoff.dispatch(handoff.env.fences())
+    assert handoff._ahead is not None and sorted(f.shard for f in handoff._ahead.fences) == [0, 1]
+    for _ in range(40):
+        handoff.dispatch(handoff.env.fences())
+        if not in_flight(ours) and not handoff.holding and handoff._ahead is None:
+            break
+    handoff.settle(releasing=True)
+    order = [m["headers"]["id"] for m in drain(broker).get(b"celery", [])]
+    assert sorted(order) == sorted(ids)  # each once
+    assert per_shard_out_of_order(ours, ids, order) == []
