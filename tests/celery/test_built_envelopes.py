@@ -420,6 +420,15 @@ def test_prefixes_a_collection_set_aside_are_read_by_the_claim(apps: AppFactory,
         assert_same_envelope(mine[task_id][1], generic[task_id][1], plain=False)
 
 
+def by_hand(app: Celery, pinned: set[int] | None = None) -> tuple[Dispatcher, BuiltHandOff]:
+    """A dispatcher that is not run, leading its shards: the test calls its hand-off's passes."""
+    dispatcher = build_dispatcher(app, pinned=pinned)
+    dispatcher.leadership.beat()
+    handoff = dispatcher.handoff
+    assert isinstance(handoff, BuiltHandOff)
+    return dispatcher, handoff
+
+
 @pytest.mark.parametrize("read", ["made", "fails"])
 def test_a_revoke_before_the_counts_are_read_ahead_of_the_next_claim_is_held_back(
         apps: AppFactory, monkeypatch: pytest.MonkeyPatch, read: str) -> None:
@@ -430,15 +439,10 @@ def test_a_revoke_before_the_counts_are_read_ahead_of_the_next_claim_is_held_bac
     from celery_zset_scheduler.dispatch import generic as generic_module
 
     _, ours = elsewhere(apps, shards=1, zset_scheduler_batch_size=5, zset_scheduler_inflight_timeout=60.0)
-    start = datetime.now(timezone.utc) + timedelta(seconds=0.5)
-    ids = [ours.tasks["t.record"].apply_async(kwargs={"tag": i}, eta=start + timedelta(milliseconds=i)).id
-           for i in range(12)]
-    time.sleep(max(0.0, (start - datetime.now(timezone.utc)).total_seconds()) + 0.1)
-    dispatcher = build_dispatcher(ours)
-    dispatcher.leadership.beat()
-    fences = [lease.fence for lease in dispatcher.leadership.owned.values()]
-    handoff = dispatcher.handoff
-    assert isinstance(handoff, BuiltHandOff) and len(fences) == 1
+    ids = burst(ours, 12, per_ms=1)
+    _, handoff = by_hand(ours)
+    fences = handoff.env.fences()
+    assert len(fences) == 1
 
     reads: list[list[int]] = []
     real_counts, real_changed = built_module.revoke_counts, generic_module.changed_since
@@ -480,14 +484,8 @@ def test_a_shard_acquired_in_a_backlog_joins_the_claims_sent_ahead(apps: AppFact
     that claim covers both shards (no claim of it waits behind one sent ahead); every task goes out
     once, each shard's in due order."""
     _, ours = elsewhere(apps, shards=2, zset_scheduler_batch_size=5, zset_scheduler_inflight_timeout=60.0)
-    start = datetime.now(timezone.utc) + timedelta(seconds=0.5)
-    ids = [ours.tasks["t.record"].apply_async(kwargs={"tag": i}, eta=start + timedelta(milliseconds=i)).id
-           for i in range(60)]
-    time.sleep(max(0.0, (start - datetime.now(timezone.utc)).total_seconds()) + 0.1)
-    dispatcher = build_dispatcher(ours, pinned={0})
-    dispatcher.leadership.beat()
-    handoff = dispatcher.handoff
-    assert isinstance(handoff, BuiltHandOff)
+    ids = burst(ours, 60, per_ms=1)
+    dispatcher, handoff = by_hand(ours, pinned={0})
     broker = redis.Redis.from_url(apps.server.url_db(BROKER_DB))
     handoff.dispatch(handoff.env.fences())
     handoff.dispatch(handoff.env.fences())
