@@ -1,12 +1,14 @@
 """The whole performance curve in one run: ``python -m bench.scale [--size N] [--quick] [--json]``.
 
-Starts its own redis-server and measures, next to plain Celery where there is a plain figure:
-scheduling, bytes per task, the fast and generic dispatch rates and lateness against the number
-pending (10k, 100k, 1M, 10M up to ``--size``); a burst of ``--size``/10 due at the same second;
-lateness at 1,000 and 10,000 due/s at ``--size`` pending; 1, 2, 4 dispatcher processes on one Redis
-(with its CPU); and a real ``celery worker``'s RSS with a backlog of waiting tasks, plain ETA
-against the plugin. Writes ``<out>/scale.md`` (tables, targets met / not met) and
-``<out>/images/scale-*.png``. ``--quick``: at most 100,000 pending and short stages (about a minute).
+Starts its own redis-servers (the store's, and a broker's for the generic path on another server)
+and measures, next to plain Celery where there is a plain figure: scheduling, bytes per task, the
+dispatch rates (fast path; generic path with the broker on db 1 and on a server of its own) and
+lateness against the number pending (10k, 100k, 1M, 10M up to ``--size``); a burst of
+``--size``/10 due at the same second; lateness at 1,000 and 10,000 due/s at ``--size`` pending;
+1, 2, 4 dispatcher processes on one Redis (with its CPU); and a real ``celery worker``'s RSS with
+a backlog of waiting tasks, plain ETA against the plugin. Writes ``<out>/scale.md`` (tables,
+targets met / not met) and ``<out>/images/scale-*.png``. ``--quick``: at most 100,000 pending and
+short stages (about a minute).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .lib.fastpath import load
 from .lib.multi import dispatchers_rate
 from .lib.rss import worker_rss
 from .lib.scale_report import markdown, targets
-from .lib.scaling import CurveOptions, bursts, curve, lateness_at
+from .lib.scaling import CurveOptions, Lane, bursts, curve, lateness_at
 
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
 STAGES = ("curve", "burst", "lateness", "dispatchers", "rss")
@@ -110,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"python -m bench.scale: cannot write --save {args.save}: {exc}", file=sys.stderr)
         return 2
-    with RedisServer() as server:
-        _run(server, opts, r, say, keep)
+    with RedisServer() as server, RedisServer() as broker_server:
+        _run(server, broker_server, opts, r, say, keep)
     r["loads"]["end"] = load()
     r["duration_s"] = round(time.monotonic() - started, 1)
     r["targets"] = targets(r)
@@ -132,14 +134,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(server: RedisServer, opts: dict[str, Any], r: dict[str, Any], say: Callable[[str], None],
-         keep: Callable[[], None]) -> None:
+def _run(server: RedisServer, broker_server: RedisServer, opts: dict[str, Any], r: dict[str, Any],
+         say: Callable[[str], None], keep: Callable[[], None]) -> None:
     shards, stages = opts["shards"], opts["stages"]
     fast = make_env(server.url, server.url, shards=shards, topology="one redis-server; fast: broker db 0")
-    generic = make_env(server.url, server.url_db(1), shards=shards, token=fast.prefix.removeprefix("zbench-"),
-                       topology="one redis-server; generic: broker db 1")
+    token = fast.prefix.removeprefix("zbench-")  # one store for all three lanes
+    lanes = [
+        Lane("fast", "fast", "db 0", fast),
+        Lane("generic", "generic", "db 1",
+             make_env(server.url, server.url_db(1), shards=shards, token=token, topology="generic: broker db 1")),
+        Lane("generic_server", "generic", "own server",
+             make_env(server.url, broker_server.url, shards=shards, token=token,
+                      topology="generic: broker on a redis-server of its own")),
+    ]
     r["environment"] = describe_machine(fast)
-    envs: list[BenchEnv] = [fast, generic]
+    envs: list[BenchEnv] = [lane.env for lane in lanes]
     r["errors"] = {}
 
     def stage(name: str, body: Callable[[], None]) -> None:
@@ -157,16 +166,16 @@ def _run(server: RedisServer, opts: dict[str, Any], r: dict[str, Any], say: Call
 
     def curve_stage() -> None:
         r["curve"] = []
-        curve(fast, generic, CurveOptions(opts["sizes"], opts["calls"], opts["drain"], opts["stream_rate"],
-                                          opts["stream_seconds"]),
+        curve(lanes, CurveOptions(opts["sizes"], opts["calls"], opts["drain"], opts["stream_rate"],
+                                  opts["stream_seconds"]),
               say, lambda row: (r["curve"].append(row), keep()))
 
     def burst_stage() -> None:
         rate = r["curve"][-1]["bulk_per_s"] if r.get("curve") else None
-        r["burst"] = bursts(fast, generic, opts["burst"], opts["generic_burst_max"], say, rate)
+        r["burst"] = bursts(lanes, opts["burst"], opts["generic_burst_max"], say, rate)
 
     def lateness_stage() -> None:
-        r["lateness"] = lateness_at(fast, generic, opts["lateness_rates"], opts["lateness_seconds"], say)
+        r["lateness"] = lateness_at(lanes, opts["lateness_rates"], opts["lateness_seconds"], say)
 
     def dispatchers_stage() -> None:
         r["dispatchers"] = []
@@ -196,6 +205,7 @@ def _run(server: RedisServer, opts: dict[str, Any], r: dict[str, Any], say: Call
         # The big store is not needed any more: free it before the processes of the next stages.
         server.client().flushall()
         server.client(1).flushall()
+        broker_server.client().flushall()
         stage("dispatchers", dispatchers_stage)
         stage("rss", rss_stage)
     finally:

@@ -46,9 +46,11 @@ def write_plots(r: dict[str, Any], folder: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(7, 4.2))
         for key, label in (("fast_per_s", "fast path (store and broker on one db)"),
                            ("generic_per_s", "generic path (broker on another db)"),
+                           ("generic_server_per_s", "generic path (broker on another server)"),
                            ("plain_apply_async_per_s", "plain Celery apply_async()"),
                            ("bulk_per_s", "bulk schedule_many")):
-            ax.plot(xs, [c[key] for c in curve], marker="o", label=label)
+            if all(key in c for c in curve):  # a run saved before a lane was added lacks it
+                ax.plot(xs, [c[key] for c in curve], marker="o", label=label)
         ax.set(xscale="log", yscale="log", xlabel="pending tasks", ylabel="tasks/s",
                title="Rates against the number pending")
         ax.grid(True, which="both", alpha=0.3)

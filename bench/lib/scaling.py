@@ -1,12 +1,13 @@
 """The figures against the number of pending tasks, on one store filled step by step.
 
-One ``redis-server``; the store on db 0. Two envs share the store (same prefix): ``fast`` has
-its broker on db 0 too (the fast path's condition), ``generic`` on db 1 (the generic path:
-claim, publish through Kombu, ack). At each size the store is topped up with far-future tasks
+The store on db 0 of one ``redis-server``. The lanes' envs share the store (same prefix):
+``fast`` has its broker on db 0 too (the fast path's condition), ``generic`` on db 1 and
+``generic_server`` on a redis-server of its own (the generic path's two setups: claim, publish,
+ack; on db 1 the one Redis core runs the broker's writes too). At each size the store is topped up with far-future tasks
 (timed: the bulk rate of that increment), then: bytes per pending task (``used_memory`` delta
 since the empty server / pending entries), ``apply_async(countdown)`` ours and plain Celery's,
 plain ``apply_async()`` into the queue, the drain rate of ``drain`` tasks due now among the
-pending ones on each path, and lateness at a steady 1,000 due/s on the fast path.
+pending ones on each lane, and lateness at a steady 1,000 due/s on the fast path.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class Lane:
+    """One way the due tasks reach the queue: ``key`` names its figures, ``path`` is the path its
+    dispatcher must take (fast or generic), ``broker`` says where its broker is."""
+
+    key: str
+    path: str
+    broker: str
+    env: BenchEnv
+
+
+@dataclass(frozen=True)
 class CurveOptions:
     sizes: list[int]
     calls: int  # apply_async calls timed per rate
@@ -38,9 +50,11 @@ def pending(env: BenchEnv) -> int:
     return sum(int(client.zcard(keys.shard(s).due)) for s in range(keys.shards))
 
 
-def curve(fast: BenchEnv, generic: BenchEnv, opts: CurveOptions, say: Say,
+def curve(lanes: list[Lane], opts: CurveOptions, say: Say,
           keep: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
-    """One row per size; ``keep`` is called with each row as soon as it is measured."""
+    """One row per size; ``keep`` is called with each row as soon as it is measured. The first
+    lane is the fast path's: it schedules, and its lateness is measured."""
+    fast = lanes[0].env
     base = fast.used_memory()
     rows: list[dict[str, Any]] = []
     filled = 0
@@ -62,52 +76,55 @@ def curve(fast: BenchEnv, generic: BenchEnv, opts: CurveOptions, say: Say,
         fast.purge_queue()
         row["countdown_per_s"] = round(apply_async(fast.ours, opts.calls, 3600).per_second)
         count = min(opts.drain, n)
-        for path, env in (("fast", fast), ("generic", generic)):
-            say(f"{n:,} pending: {path} path drains {count:,} due tasks")
-            d = drain(env, path, count)
-            row[f"{path}_per_s"] = round(d.per_second)
-            row[f"{path}_queued"] = d.queued
+        for lane in lanes:
+            say(f"{n:,} pending: {lane.path} path (broker {lane.broker}) drains {count:,} due tasks")
+            d = drain(lane.env, lane.path, count)
+            row[f"{lane.key}_per_s"] = round(d.per_second)
+            row[f"{lane.key}_queued"] = d.queued
         say(f"{n:,} pending: lateness at {opts.stream_rate:,} due/s for {opts.stream_seconds:g}s (fast path)")
         late = steady_lateness(fast, opts.stream_rate, opts.stream_seconds)
         row.update(lateness_p50_ms=late.p50_ms, lateness_p99_ms=late.p99_ms, lateness_max_ms=late.max_ms,
                    load=load())
-        say(f"{n:,} pending: fast {row['fast_per_s']:,}/s, generic {row['generic_per_s']:,}/s, "
+        rates = ", ".join(f"{lane.key} {row[lane.key + '_per_s']:,}/s" for lane in lanes)
+        say(f"{n:,} pending: {rates}, "
             f"plain apply_async {row['plain_apply_async_per_s']:,}/s, p99 {late.p99_ms:.0f} ms")
         rows.append(row)
         keep(row)
     return rows
 
 
-def bursts(fast: BenchEnv, generic: BenchEnv, count: int, generic_max: int, say: Say,
+def bursts(lanes: list[Lane], count: int, generic_max: int, say: Say,
            bulk_per_s: float | None = None) -> list[dict[str, Any]]:
     """``count`` tasks due at the same second, with the store as the curve left it. The lead
     before the due time allows half the bulk rate measured last (``bulk_per_s``): a loaded machine
     schedules the burst slower than the default lead assumes."""
     lead = 3.0 + count / min(25_000.0, bulk_per_s / 2) if bulk_per_s else None
+    fast = lanes[0].env
     out = []
-    for path, env in (("fast", fast), ("generic", generic)):
-        if path == "generic" and count > generic_max:
-            say(f"generic burst skipped: {count:,} > --generic-burst-max {generic_max:,}")
+    for lane in lanes:
+        if lane.path == "generic" and count > generic_max:
+            say(f"{lane.key} burst skipped: {count:,} > --generic-burst-max {generic_max:,}")
             continue
-        say(f"{path}: burst of {count:,} due at one second with {pending(fast):,} pending")
-        b = burst(env, path, count, lead=lead)
-        out.append({**asdict(b), "pending": pending(fast), "load": load()})
-        say(f"{path}: the last in the queue {b.last_in_queue_ms / 1000:.2f}s after the due time")
+        say(f"{lane.key}: burst of {count:,} due at one second with {pending(fast):,} pending")
+        b = burst(lane.env, lane.path, count, lead=lead)
+        out.append({**asdict(b), "broker": lane.broker, "pending": pending(fast), "load": load()})
+        say(f"{lane.key}: the last in the queue {b.last_in_queue_ms / 1000:.2f}s after the due time")
     return out
 
 
-def lateness_at(fast: BenchEnv, generic: BenchEnv, rates: list[int], seconds: float,
-                say: Say) -> list[dict[str, Any]]:
+def lateness_at(lanes: list[Lane], rates: list[int], seconds: float, say: Say) -> list[dict[str, Any]]:
+    fast = lanes[0].env
     out = []
     for rate in rates:
-        for path, env in (("fast", fast), ("generic", generic)):
+        for lane in lanes:
             n = pending(fast)
-            say(f"{path}: lateness at {rate:,} due/s for {seconds:g}s with {n:,} pending")
+            say(f"{lane.key}: lateness at {rate:,} due/s for {seconds:g}s with {n:,} pending")
+            where = {"path": lane.path, "broker": lane.broker, "rate": rate, "pending": n}
             try:
-                late = steady_lateness(env, rate, seconds)
+                late = steady_lateness(lane.env, rate, seconds)
             except RuntimeError as e:  # fell so far behind that the stream did not finish
-                env.purge_queue()
-                out.append({"path": path, "rate": rate, "pending": n, "error": str(e), "load": load()})
+                lane.env.purge_queue()
+                out.append({**where, "error": str(e), "load": load()})
                 continue
-            out.append({"path": path, "rate": rate, "pending": n, **asdict(late), "load": load()})
+            out.append({**where, **asdict(late), "load": load()})
     return out

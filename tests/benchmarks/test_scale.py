@@ -27,13 +27,16 @@ def test_a_tiny_run_writes_the_table_the_json_and_the_plots(tmp_path: Path) -> N
     assert r["errors"] == {}  # every stage ran to its end
 
     [row] = r["curve"]
-    assert row["pending"] >= 2000 and row["fast_queued"] == row["generic_queued"] == 2000
+    assert row["pending"] >= 2000
+    assert row["fast_queued"] == row["generic_queued"] == row["generic_server_queued"] == 2000
     for key in ("bulk_per_s", "countdown_per_s", "plain_countdown_per_s", "plain_apply_async_per_s",
-                "fast_per_s", "generic_per_s", "bytes_per_task", "lateness_p99_ms"):
+                "fast_per_s", "generic_per_s", "generic_server_per_s", "bytes_per_task", "lateness_p99_ms"):
         assert row[key] > 0, key
-    assert [(b["path"], b["count"], b["queued"]) for b in r["burst"]] == [("fast", 1000, 1000), ("generic", 1000, 1000)]
-    assert sorted((x["path"], x["rate"]) for x in r["lateness"]) == [
-        ("fast", 1000), ("fast", 10000), ("generic", 1000), ("generic", 10000)]
+    assert [(b["path"], b["broker"], b["count"], b["queued"]) for b in r["burst"]] == [
+        ("fast", "db 0", 1000, 1000), ("generic", "db 1", 1000, 1000), ("generic", "own server", 1000, 1000)]
+    assert sorted((x["path"], x["broker"], x["rate"]) for x in r["lateness"]) == [
+        ("fast", "db 0", 1000), ("fast", "db 0", 10000), ("generic", "db 1", 1000), ("generic", "db 1", 10000),
+        ("generic", "own server", 1000), ("generic", "own server", 10000)]
     multi = [(d["path"], d["dispatchers"], d["dispatched"] == d["count"]) for d in r["dispatchers"]]
     assert multi == [("fast", 1, True), ("fast", 2, True), ("generic", 1, True), ("generic", 2, True)]
     assert all(d["redis_cpu"] is not None and d["redis_cpu"] > 0 for d in r["dispatchers"])
@@ -42,7 +45,7 @@ def test_a_tiny_run_writes_the_table_the_json_and_the_plots(tmp_path: Path) -> N
     assert plain["held_by_worker"] >= 2000 and plugin["held_by_worker"] == 0  # where the tasks wait
     assert plain["left_in_queue"] == plugin["left_in_queue"] == 0
     assert plain["rss_mb"] > 0 and plugin["rss_mb"] > 0 and plain["processes"] == plugin["processes"] == 2
-    assert len(r["targets"]) == 7 and all(t["met"] in (True, False) for t in r["targets"])
+    assert len(r["targets"]) == 8 and all(t["met"] in (True, False) for t in r["targets"])
 
     page = (out / "scale.md").read_text()
     assert "## Targets" in page and "| pending | bulk schedule_many" in page and "## Worker memory" in page
