@@ -20,7 +20,7 @@ from ..model.keys import KeySpace
 from .pending import Store
 from .scripts import Call, ScriptDef, as_int
 from .shared import Shared
-from .values import UNSTAMPED, Arrival, split_all
+from .values import UNSTAMPED, Arrival, arrivals_of, split_all
 
 CLAIM = ScriptDef(
     "claim", ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen"),
@@ -105,9 +105,10 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
 
 
 def parse_claim(reply: Any, shard: int, shared: Shared | None) -> ClaimResult:
-    """A claim script's reply; an 11th element (claim_built's) numbers the entries built (its scores
-    and numbers may come as one comma-separated string each: store/lua/claim_built-13.lua). Made
-    column by column, each entry's named tuple in C (a claim returns up to a batch of entries)."""
+    """A claim script's reply; an 11th element (claim_built's) numbers the entries built, a 12th
+    holds the stamps of all (its scores and numbers may come as one comma-separated string each:
+    store/lua/claim_built-13.lua). Made column by column, each entry's named tuple in C (a claim
+    returns up to a batch of entries)."""
     if int(reply[0]) == 0:
         return ClaimResult(True, 0, None, [])
     _, now, nxt, ids, scores, values, deadline, orphans, revoked, gen = reply[:10]
@@ -121,6 +122,8 @@ def parse_claim(reply: Any, shard: int, shared: Shared | None) -> ClaimResult:
     if len(targets) != len(ids):
         raise ValueError(f"a claim reply of {len(ids)} ids and {len(targets)} list numbers")
     arrivals, payloads = split_all(values)
+    if len(reply) > 11:  # claim_built's stamps, one string: its envelopes carry none
+        arrivals = arrivals_of(reply[11], len(ids))
     if shared is not None and any(p[:1] == b"\x02" for p in payloads):  # a shared prefix: put it back
         expand = shared.expand
         payloads = [(expand(p) or p) if t == 0 and p[:1] == b"\x02" else p

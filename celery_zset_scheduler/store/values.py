@@ -13,6 +13,7 @@ import struct
 MARKER = 0x01
 _STAMP = struct.Struct(">IIH")
 STAMP_BYTES = 1 + _STAMP.size
+_MARKED = struct.Struct(">xIIH")  # a stamp with its marker, which is skipped
 
 #: (seconds, microseconds, place in call): compares as arrival order.
 Arrival = tuple[int, int, int]
@@ -39,3 +40,11 @@ def split_all(values: list[bytes]) -> tuple[list[Arrival], list[bytes]]:
 def payload(value: bytes | None) -> bytes | None:
     """The encoded message of a stored value, without its stamp."""
     return None if value is None else split(value)[1]
+
+
+def arrivals_of(stamps: bytes, count: int) -> list[Arrival]:
+    """The arrivals of ``count`` stamps written one after the other (``STAMP_BYTES`` each, marker
+    included, as a claim that builds envelopes returns them); a string of another length raises."""
+    if len(stamps) != count * STAMP_BYTES:
+        raise ValueError(f"{len(stamps)} bytes of stamps for {count} entries")
+    return list(_MARKED.iter_unpack(stamps))

@@ -23,7 +23,9 @@ from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
 from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.built import BuiltHandOff
 from celery_zset_scheduler.dispatch.loop import Dispatcher
-from celery_zset_scheduler.model.ids import task_id_of
+from celery_zset_scheduler.model.ids import member, task_id_of
+from celery_zset_scheduler.store.built import claim_built_many
+from celery_zset_scheduler.store.values import STAMP_BYTES, UNSTAMPED, split
 
 from ..support.helpers import BROKER_DB, AppFactory, built_message, publish_by_hand, wait_for
 from .test_fast_path import (
@@ -502,3 +504,31 @@ def test_a_shard_acquired_in_a_backlog_joins_the_claims_sent_ahead(apps: AppFact
     order = [m["headers"]["id"] for m in drain(broker).get(b"celery", [])]
     assert sorted(order) == sorted(ids)  # each once
     assert per_shard_out_of_order(ours, ids, order) == []
+
+
+def test_each_built_entry_keeps_the_arrival_stamp_it_was_stored_with(apps: AppFactory) -> None:
+    """The claim returns the stamps apart from the envelopes it built: each entry claimed has the
+    arrival stored with it (what orders ties across shards), one stored without a stamp (format 2)
+    the earliest arrival, and its payload is the envelope alone."""
+    _, ours = elsewhere(apps, shards=1, zset_scheduler_inflight_timeout=60.0)
+    ids = burst(ours, 6, per_ms=1)
+    _, handoff = by_hand(ours)
+    [fence] = handoff.env.fences()
+    store = installation_for(ours).store
+    assert store is not None
+    msg = store.keys.shard(0).msg
+    members = [member(i) for i in ids]
+    values = dict(zip(ids, store.client.hmget(msg, members), strict=True))
+    assert all(v[:1] == b"\x01" for v in values.values())  # stamped as stored today
+    store.client.hset(msg, members[2], values[ids[2]][STAMP_BYTES:])  # as format 2 stored it
+    expected = {i: split(v)[0] for i, v in values.items()} | {ids[2]: UNSTAMPED}
+    assert handoff.lane is not None
+    claimed = claim_built_many(handoff.env.claims, [fence], handoff.lane[1](), **handoff._claim_args())
+    result = claimed.results[0]
+    assert not isinstance(result, Exception)
+    entries = {e.task_id: e for e in result.entries}
+    assert set(entries) == set(ids) and all(e.built_for for e in entries.values())
+    assert {i: e.arrival for i, e in entries.items()} == expected
+    assert len(set(expected.values())) == len(ids)  # six arrivals, none the same
+    for task_id, entry in entries.items():
+        assert json.loads(entry.payload)["headers"]["id"] == task_id
