@@ -23,8 +23,9 @@
   in the order of the ids (two bulk strings to read instead of two a claimed entry), a value
   whose index is not 0 is the entry's envelope and one whose index is 0 the value as stored, and
   the stamps are one string of 11 bytes an id, in their order: each value's arrival stamp as
-  stored (store/values.py), or \1 and ten zero bytes for a value stored without one. The stamp is
-  not put in front of the envelope: copying a ~1 KB string in Lua cost ~2 us an entry.
+  stored (store/values.py), or \1 and ten zero bytes for a value stored without one. The stamps
+  are not put back in front of the envelopes: Redis' Lua hashes every byte of each string it
+  makes, and a second ~1 KB string an entry cost ~2 us of the server's time.
 ]]
 --- @include "claim"
 --- @include "ids"
