@@ -20,7 +20,7 @@ from ..model.keys import KeySpace
 from .pending import Store
 from .scripts import Call, ScriptDef, as_int
 from .shared import Shared
-from .values import UNSTAMPED, Arrival, arrivals_of, split_all
+from .values import UNSTAMPED, Arrival, arrivals_of, messages_of, split_all
 
 CLAIM = ScriptDef(
     "claim", ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen"),
@@ -121,9 +121,10 @@ def parse_claim(reply: Any, shard: int, shared: Shared | None) -> ClaimResult:
         targets = list(map(int, targets.split(b","))) if targets else []
     if len(targets) != len(ids):
         raise ValueError(f"a claim reply of {len(ids)} ids and {len(targets)} list numbers")
-    arrivals, payloads = split_all(values)
     if len(reply) > 11:  # claim_built's stamps, one string: its envelopes carry none
-        arrivals = arrivals_of(reply[11], len(ids))
+        arrivals, payloads = arrivals_of(reply[11], len(ids)), messages_of(values)
+    else:
+        arrivals, payloads = split_all(values)
     if shared is not None and any(p[:1] == b"\x02" for p in payloads):  # a shared prefix: put it back
         expand = shared.expand
         payloads = [(expand(p) or p) if t == 0 and p[:1] == b"\x02" else p

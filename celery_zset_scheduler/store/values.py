@@ -33,8 +33,13 @@ def split_all(values: list[bytes]) -> tuple[list[Arrival], list[bytes]]:
     """:func:`split` of each value: their stamps, and their messages (comprehensions: no call a value)."""
     unpack, mark = _STAMP.unpack_from, b"\x01"
     arrivals = [unpack(v, 1) if v[:1] == mark and len(v) >= STAMP_BYTES else UNSTAMPED for v in values]
-    messages = [v[STAMP_BYTES:] if v[:1] == mark and len(v) >= STAMP_BYTES else v for v in values]
-    return arrivals, messages
+    return arrivals, messages_of(values)
+
+
+def messages_of(values: list[bytes]) -> list[bytes]:
+    """The messages of the values, their stamps taken off."""
+    mark = b"\x01"
+    return [v[STAMP_BYTES:] if v[:1] == mark and len(v) >= STAMP_BYTES else v for v in values]
 
 
 def payload(value: bytes | None) -> bytes | None:

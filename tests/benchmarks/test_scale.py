@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def run(*args: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
