@@ -8,8 +8,10 @@ claim builds the envelopes, Python forwards them; with ``--broker-server``, on a
 its own: the store's CPU is then the claim's alone). For each drain it prints the rate (first claim
 to last hand-off, the dispatcher's own observer), the server's CPU per task (``INFO cpu``, user +
 system, over the drain only) and the commands that took most of its time per task (``INFO
-commandstats``; a script's own time includes the commands it calls). Running it on two checkouts
-in turn (``PYTHONPATH=<checkout>``) gives before / after pairs from the same minutes.
+commandstats``; a script's own time includes the commands it calls), then this process's CPU per
+task (the dispatcher's thread and the benchmark's recorder; with ``--broker-server``, the broker
+server's too). Running it on two checkouts in turn (``PYTHONPATH=<checkout>``) gives before /
+after pairs from the same minutes.
 
 ``--pending N`` stores N far-future tasks first (``schedule_many``, its rate printed with the
 server's memory), so every drain runs over a store that full; ``--redis-args`` passes options to the
@@ -46,23 +48,32 @@ def _cpu(client: Any) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def drain_once(env: BenchEnv, client: Any, count: int) -> dict[str, Any]:
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def drain_once(env: BenchEnv, client: Any, count: int, broker: Any = None) -> dict[str, Any]:
+    """One drain; ``broker``: a client of the broker's own server, whose CPU is then measured too."""
     env.purge_queue()
     bulk(env, count, (((i, i), {}, 0.0) for i in range(count)))
     recorder = Recorder()
     recorder.expected = count
     client.config_resetstat()
-    before = _cpu(client)
+    before, own_before = _cpu(client), _own_cpu()
+    broker_before = _cpu(broker) if broker is not None else 0.0
     with running(env, recorder):
         if not recorder.done.wait(600):
             raise RuntimeError(f"dispatched {recorder.count} of {count} tasks in 600 s")
-    cpu = _cpu(client) - before
+    cpu, own = _cpu(client) - before, _own_cpu() - own_before
+    broker_us = (_cpu(broker) - broker_before) / count * 1e6 if broker is not None else None
     stats = client.info("commandstats")
     env.purge_queue()
     assert recorder.first_claim is not None and recorder.last_publish is not None
     top = sorted(((float(v["usec"]), k.removeprefix("cmdstat_")) for k, v in stats.items()), reverse=True)[:4]
     return {"rate": count / (recorder.last_publish - recorder.first_claim), "redis_us": cpu / count * 1e6,
-            "top": [(name, usec / count) for usec, name in top]}
+            "top": [(name, usec / count) for usec, name in top], "dispatcher_us": own / count * 1e6,
+            "broker_us": broker_us}
 
 
 def _memory(server: RedisServer) -> str:
@@ -120,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = shlex.split(args.redis_args) + (["--enable-debug-command", "yes"] if args.tables else [])
     with RedisServer(extra=extra) as server, contextlib.ExitStack() as stack:
         client = server.client()
-        broker = stack.enter_context(RedisServer()).url if args.broker_server else server.url_db(1)
+        broker_server = stack.enter_context(RedisServer()) if args.broker_server else None
+        broker = broker_server.url if broker_server else server.url_db(1)
         # One store for both paths (a shared token), so the pending tasks lie under both drains.
         token = secrets.token_hex(3)
         fast = make_env(server.url, server.url, shards=args.shards, token=token)
@@ -133,10 +145,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tables   {_tables(client, fast)}", flush=True)
         for _ in range(args.rounds):
             for name, env in paths.items():
-                found = drain_once(env, client, args.size)
+                own_broker = broker_server.client() if broker_server and name == "generic" else None
+                found = drain_once(env, client, args.size, own_broker)
                 top = ", ".join(f"{cmd} {us:.1f}" for cmd, us in found["top"])
+                others = f"  dispatcher {found['dispatcher_us']:.1f} µs a task"
+                if found["broker_us"] is not None:
+                    others += f", broker {found['broker_us']:.1f}"
                 print(f"{name:8} {found['rate']:9,.0f} tasks/s  Redis CPU {found['redis_us']:5.1f} µs a task"
-                      f"  (µs a task: {top})  load {os.getloadavg()[0]:.2f}", flush=True)
+                      f"  (µs a task: {top}){others}  load {os.getloadavg()[0]:.2f}", flush=True)
                 if args.tables:
                     print(f"tables   {_tables(client, fast)}", flush=True)
         if args.pending:

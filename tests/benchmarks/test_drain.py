@@ -22,6 +22,9 @@ def test_a_tiny_run_prints_each_path_with_its_redis_time(capsys: pytest.CaptureF
         assert found is not None, line
         assert int(found.group(1).replace(",", "")) > 0 and float(found.group(2)) > 0
         assert "evalsha" in found.group(3)  # the claim (or the fast path's push) is a script
+        cpu = re.search(r"dispatcher ([\d.]+) µs a task(, broker ([\d.]+))?  load", line)
+        assert cpu is not None and float(cpu.group(1)) > 0, line
+        assert (cpu.group(2) is not None) == (where != [] and line.startswith("generic")), line
 
 
 def test_pending_tasks_lie_under_both_drains_and_still_wait_after_them(
