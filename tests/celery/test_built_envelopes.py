@@ -328,18 +328,27 @@ def test_a_dispatcher_stopped_in_a_burst_puts_its_claim_sent_ahead_back(apps: Ap
     assert waiting == len(ids) - published  # the rest waits in due
 
 
+def backlog(app: Celery, count: int) -> list[str]:
+    """``count`` tasks already due, ten a millisecond, in the order of the list (one bulk call:
+    a backlog large enough to outlast a hand-over of shards between dispatchers)."""
+    start = datetime.now(timezone.utc) - timedelta(seconds=1 + count / 10_000)
+    calls = [((), {"tag": i}, start + timedelta(microseconds=100 * i)) for i in range(count)]
+    return [str(i) for i in celery_zset_scheduler.schedule_many(app.tasks["t.record"], calls)]
+
+
 def test_a_dispatcher_joining_in_a_burst_takes_shards_with_nothing_claimed_ahead_left_behind(
         apps: AppFactory) -> None:
     """The leader hands half its shards to a dispatcher that joins mid-burst; the claim it sent
-    ahead goes back before it lets them go: each task once, each shard's in due order."""
+    ahead goes back before it lets them go: each task once, each shard's in due order, and the
+    second dispatcher publishes part of the burst (the hand-over happened in it)."""
     _, ours = elsewhere(apps, zset_scheduler_batch_size=40)
-    ids = burst(ours, 16000, per_ms=16)
+    ids = backlog(ours, 60_000)
     broker = redis.Redis.from_url(apps.server.url_db(BROKER_DB))
     first: Dispatcher = apps.dispatcher(ours)
     wait_for(lambda: broker.llen("celery") >= 1000, what="the burst to start")
     second: Dispatcher = apps.dispatcher(apps(broker_url=apps.server.url_db(BROKER_DB), task_queues=QUEUES,
                                               zset_scheduler_batch_size=40))
-    wait_for(lambda: broker.llen("celery") >= len(ids), timeout=90, what="the whole burst in the queue")
+    wait_for(lambda: broker.llen("celery") >= len(ids), timeout=120, what="the whole burst in the queue")
     order = [m["headers"]["id"] for m in drain(broker)[b"celery"]]
     assert sorted(order) == sorted(ids)  # each once
     keys = installation_for(ours).store.keys  # type: ignore[union-attr]
@@ -348,6 +357,7 @@ def test_a_dispatcher_joining_in_a_burst_takes_shards_with_nothing_claimed_ahead
         mine = [rank[i] for i in order if keys.shard_of(i) == shard]
         assert mine == sorted(mine), f"shard {shard} out of due order"
     assert isinstance(first.handoff, BuiltHandOff) and first.handoff.claimed_ahead > 0
+    assert isinstance(second.handoff, BuiltHandOff) and 0 < second.handoff.prebuilt < len(ids)
     assert first.leadership.owned and second.leadership.owned  # the shards were shared
     assert not set(first.leadership.owned) & set(second.leadership.owned)
 
