@@ -3,8 +3,8 @@
 The store on db 0 of one ``redis-server``. The lanes' envs share the store (same prefix):
 ``fast`` has its broker on db 0 too (the fast path's condition), ``generic`` on db 1 and
 ``generic_server`` on a redis-server of its own (the generic path's two setups: claim, publish,
-ack; on db 1 the one Redis core runs the broker's writes too). At each size the store is topped up with far-future tasks
-(timed: the bulk rate of that increment), then: bytes per pending task (``used_memory`` delta
+ack; on db 1 the one Redis core runs the broker's writes too). At each size the store is topped
+up with far-future tasks (timed: the bulk rate of that increment), then: bytes per pending task (``used_memory`` delta
 since the empty server / pending entries), ``apply_async(countdown)`` ours and plain Celery's,
 plain ``apply_async()`` into the queue, the drain rate of ``drain`` tasks due now among the
 pending ones on each lane, and lateness at a steady 1,000 due/s on the fast path.

@@ -13,7 +13,7 @@ import struct
 MARKER = 0x01
 _STAMP = struct.Struct(">IIH")
 STAMP_BYTES = 1 + _STAMP.size
-_MARKED = struct.Struct(">xIIH")  # a stamp with its marker, which is skipped
+_MARKED = struct.Struct(">x" + _STAMP.format.removeprefix(">"))  # a stamp, its marker skipped
 
 #: (seconds, microseconds, place in call): compares as arrival order.
 Arrival = tuple[int, int, int]
