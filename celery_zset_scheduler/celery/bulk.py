@@ -34,12 +34,12 @@ from ..model.times import countdown_ms, datetime_us, eta_ms, us_isoformat
 from ..model.urls import mask_url
 from ..store.pending import Store
 from ..store.schedule import NewEntry
+from .compat import REPR_LEVELS, repr_levels
 from .messages import TaskNotSerializable
 from .reprs import argsrepr
 from .state import ensure_installation
 
 REPR_MAX = 1024  # Celery's argsrepr_maxsize
-REPR_LEVELS = 3  # Celery's default task_repr_maxlevels
 KEYED_CHUNK = 5_000  # calls with idempotency keys per pipelined schedule_many
 _ID_BLOCK = 1024  # ids made from one os.urandom call
 
@@ -82,8 +82,8 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
     try:
         if keyed and key_for is not None:
             return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due,
-                                   app.conf.task_repr_maxlevels)
-        levels = app.conf.task_repr_maxlevels
+                                   repr_levels(app))
+        levels = repr_levels(app)
         build = _fast_builder(template, levels) or generic_builder(template, levels)
         ids: list[str] = []
 

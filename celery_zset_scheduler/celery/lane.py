@@ -48,6 +48,7 @@ from ..model import headers as names
 from ..model.codec import EMBED_SUFFIX, JSON, UTF8, StoredMessage, Template, encode
 from ..model.times import eta_ms, isoformat_us
 from ..store.schedule import ScheduleResult
+from .compat import levels_of
 from .messages import Built
 from .reprs import argsrepr as saferepr
 from .sender import write
@@ -224,7 +225,7 @@ class Lane:
         kwargs = kwargs or {}
         if type(args) not in (tuple, list) or type(kwargs) is not dict:
             return None
-        maxlevels = shape.settings[2]
+        maxlevels = levels_of(shape.settings[2])
         argsrepr = saferepr(args, shape.maxsize[0], maxlevels=maxlevels)
         kwargsrepr = saferepr(kwargs, shape.maxsize[1], maxlevels=maxlevels)
         # Kombu's JSON of (args, kwargs, embed): "[args, kwargs" and the empty embed's suffix.
@@ -391,7 +392,7 @@ def _headers(shape: Shape, task_id: str, args: Any, kwargs: Any, header: str,
     """The headers dict the full path gives ``after_task_publish``."""
     headers = copy.deepcopy(shape.message.headers)
     root_id, parent_id = parent_ids if parent_ids is not None else (task_id, None)
-    maxlevels = shape.settings[2]
+    maxlevels = levels_of(shape.settings[2])
     headers.update(id=task_id, root_id=root_id, parent_id=parent_id, eta=header,
                    argsrepr=saferepr(args or (), shape.maxsize[0], maxlevels=maxlevels),
                    kwargsrepr=saferepr(kwargs or {}, shape.maxsize[1], maxlevels=maxlevels))

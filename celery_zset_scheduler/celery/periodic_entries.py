@@ -31,6 +31,7 @@ from ..model.codec import StoredMessage, decode, encode
 from ..model.periodic import PeriodicEntry, PeriodicEntryError, iso_to_ms, ms_to_iso
 from ..model.periodic_json import entry_to_json
 from .bulk import generic_builder
+from .compat import repr_levels
 from .schedules import spec_of, validate_entry, validate_spec, zone_name
 from .state import installation_for
 
@@ -117,7 +118,7 @@ class Templates:
         builder = self._builders.get(shape)
         if builder is None:
             builder = self._builders[shape] = generic_builder(_celery_message(self.app, entry),
-                                                               self.app.conf.task_repr_maxlevels)
+                                                               repr_levels(self.app))
         try:
             return builder(PLACEHOLDER_ID, entry.args, entry.kwargs, extra={names.PERIODIC: entry.name})
         except ZSetSchedulerError as exc:

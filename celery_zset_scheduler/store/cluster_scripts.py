@@ -29,6 +29,7 @@ from typing import Any
 import redis
 from redis.exceptions import AskError, ClusterDownError, MovedError, NoScriptError, TryAgainError
 
+from .connections import checkout
 from .scripts import Call, Scripts
 
 ATTEMPTS = 4  # rounds for calls that did not run (redirects, a node being replaced)
@@ -140,7 +141,7 @@ class ClusterScripts(Scripts):
         for (_, asking), (node, indexes) in groups.items():
             pool = self.client.get_redis_connection(node).connection_pool
             try:
-                conn = pool.get_connection()
+                conn = checkout(pool)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 for i in indexes:
                     replies[i] = _Unsent(exc)

@@ -18,6 +18,8 @@ from typing import Any
 
 import redis
 
+from .connections import checkout
+
 CHUNK = 1 << 20
 #: redis-py's pure-Python readers (a RESP3 push message between the replies is skipped, as
 #: redis-py hands it to its push handler and reads on).
@@ -67,7 +69,7 @@ def send(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> Sent | Non
     if packed is None:
         return None
     pool = client.connection_pool
-    conn: Any = pool.get_connection()
+    conn: Any = checkout(pool)
     try:
         conn.send_packed_command([packed])
     except BaseException:

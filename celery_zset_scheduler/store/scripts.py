@@ -24,6 +24,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import NotReplicated
+from .connections import checkout
 from .resp import Sent, exchange, pack, read_replies, send
 
 T = TypeVar("T")
@@ -195,7 +196,7 @@ class Scripts:
         connection that fails is dropped and the same commands go once through the client (its
         retries)."""
         pool = client.connection_pool
-        conn: Any = pool.get_connection()
+        conn: Any = checkout(pool)
         commands = [*before, ("EVALSHA", *args)]
         replies: list[Any] = []
         try:

@@ -23,6 +23,7 @@ from redis.exceptions import ResponseError
 
 from ..model.ids import member
 from ..model.keys import KeySpace
+from .connections import checkout
 from .schedule import SCHEDULE_ENTRY_ARGS, layout_refused, schedule_head
 from .scripts import sources
 from .shared import Shared
@@ -48,7 +49,7 @@ class _Link:
 
     def __init__(self, pool: Any) -> None:
         self.pool = pool
-        self.conn: Any = pool.get_connection()
+        self.conn: Any = checkout(pool)
         self.outstanding = 0
         self.sent: deque[Raw] = deque()  # the entries of each unanswered chunk
         self.prefixes: deque[int] = deque()  # per unanswered chunk: the HSETNX replies before its own

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import kombu
 import pytest
 import redis
 from celery import Celery
 from kombu import Exchange, Queue
 
 import celery_zset_scheduler
+from celery_zset_scheduler.celery.publishers.fast_routes import ROUTED_TYPES
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
 from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.fastpath import FastHandOff
@@ -188,7 +190,9 @@ def test_direct_and_topic_exchanges_route_through_kombus_bindings(apps: AppFacto
         ours.tasks["t.record"].apply_async(**call, eta=eta)
     handoff = fast_dispatch(apps, ours, len(calls))
     # "a" matches no binding: Kombu drops it (or picks its dead-letter queue), the generic path's call.
-    assert (handoff.pushed, handoff.left) == (len(calls) - 1, 1)
+    # Where Kombu's topic wildcards differ from the script's (5.4), every topic call takes the generic path.
+    fast = len(calls) - 1 if "topic" in ROUTED_TYPES else sum(c["exchange"] == "dx" for c in calls)
+    assert (handoff.pushed, handoff.left) == (fast, len(calls) - fast)
     expected = sum(len(v) for v in theirs.values())
     mine: dict[bytes, list[dict[str, Any]]] = {}
 
@@ -221,7 +225,8 @@ def test_global_keyprefix_prefixes_every_list(apps: AppFactory) -> None:
              {"args": (3,), "task_id": str(uuid.uuid4()), "exchange": "tx", "routing_key": "a.b"}]
     theirs, generic, ids = send_all(plain, ours, broker, calls)
     handoff, mine = dispatched(apps, ours, broker, ids)
-    assert (handoff.pushed, handoff.left) == (len(ids), 0)
+    fast = len(ids) if "topic" in ROUTED_TYPES else len(ids) - 1
+    assert (handoff.pushed, handoff.left) == (fast, len(ids) - fast)
     for task_id in ids:
         assert mine[task_id][0].startswith(b"pfx:")
         assert mine[task_id][0] == theirs[task_id][0] == generic[task_id][0]
@@ -480,7 +485,10 @@ def test_fanout_and_expiring_queues_take_the_generic_path(apps: AppFactory) -> N
 
     assert json.loads(wait_for(published, what="the fanout message")["data"])["headers"]["id"] == fanned
     wait_for(lambda: broker.llen("ttlq"), what="the expiring queue's message")
-    assert broker.pttl("ttlq") > 0  # Kombu's queue expiry, applied by the generic path's publish
+    if kombu.VERSION[:2] >= (5, 5):
+        assert broker.pttl("ttlq") > 0  # Kombu's queue expiry, applied by the generic path's publish
+    else:
+        assert broker.pttl("ttlq") == -1  # Kombu 5.4 never expires a Redis queue, nor does its publish
     assert json.loads(broker.rpop("ttlq"))["headers"]["id"] == expiring
     listener.close()
 

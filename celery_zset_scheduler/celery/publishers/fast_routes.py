@@ -20,13 +20,27 @@ from typing import Any, Generic, TypeVar
 import redis
 from kombu.exceptions import OperationalError
 from kombu.transport.redis import Channel as RedisChannel
+from kombu.transport.virtual.exchange import TopicExchange
 
 from ...model.logs import log_event
 from ...store.fastpath import FAST_PUSH, Routes
+from .declare import declare
 from .reach import reachable
 
 RETRY_AFTER_S = 5.0  # after a failed detection (the broker was unreachable), try again this much later
-ROUTED_TYPES = ("direct", "topic")
+#: The topic wildcards the script matches as Kombu 5.5 and later do; Kombu 5.4's ``*`` also matches
+#: several words, so there a topic exchange takes the generic path (Kombu's own routing).
+TOPIC_WILDCARDS = {"*": r"[^\.]+", "#": r".*?"}
+
+
+def routed_types() -> tuple[str, ...]:
+    """The exchange types the script routes exactly as the running Kombu does."""
+    if getattr(TopicExchange, "wildcards", None) == TOPIC_WILDCARDS:
+        return ("direct", "topic")
+    return ("direct",)
+
+
+ROUTED_TYPES = routed_types()
 FIRST_KEY = len(FAST_PUSH.keys) + 1  # the script's own keys come first (KEYS[1..11])
 
 
@@ -109,7 +123,7 @@ def declared_queues(app: Any, producer: Any) -> list[Any]:
     policy = app.conf.task_publish_retry_policy
     queues = [q for q in app.amqp.queues.values() if not _expiring(q)]
     for queue in queues:
-        producer.maybe_declare(queue, retry=True, **policy)
+        declare(producer, queue, policy)
     return queues
 
 

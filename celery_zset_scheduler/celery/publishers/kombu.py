@@ -27,6 +27,7 @@ from kombu.exceptions import OperationalError
 from ...dispatch.handoff import Built, Guard, Outgoing, PublishReport
 from ...model.codec import StoredMessage
 from . import redis_queue
+from .declare import declare
 from .envelope import outgoing
 from .reach import reachable
 from .templates import Templates
@@ -169,12 +170,12 @@ class KombuPublisher:
         for queue in self.app.amqp.queues.values():
             exchange = queue.exchange
             if exchange is not None and exchange.name in names:
-                producer.maybe_declare(exchange, retry=True, **policy)
+                declare(producer, exchange, policy)
 
     def _declare(self, producer: Any, messages: Sequence[StoredMessage]) -> None:
         policy = self.app.conf.task_publish_retry_policy
         for name in {m.queue for m in messages if m.queue}:
-            producer.maybe_declare(self.queue(name), retry=True, **policy)
+            declare(producer, self.queue(name), policy)
 
     def queue(self, name: str) -> Any:
         """The app's declaration of ``name``; for a queue the dispatcher's app does not know (the

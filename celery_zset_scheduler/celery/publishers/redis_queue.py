@@ -37,6 +37,7 @@ from kombu.transport.redis import PrefixedStrictRedis
 
 from ...dispatch.handoff import Built, Guard, Outgoing
 from ...model.codec import StoredMessage
+from ...store.connections import checkout
 from ...store.resp import pack
 from .envelope import expiration_of, kombu_expiration, outgoing
 from .templates import ENVELOPE_JSON, Templates, delivery_tags
@@ -170,11 +171,13 @@ def _commands(channel: Any, built: list[tuple[int, int, bytes, Sequence[str]]], 
     """The transaction's commands: one LPUSH per list, then the queues' expiry as Kombu sets it."""
     commands: list[tuple[Any, ...]] = [("LPUSH", key, *payloads)
                                        for key, payloads in _writes(built, lapsed, revoked).items()]
-    if commands and channel._expires:
+    # Kombu 5.5 and later expire a queue declared with x-expires on every put; 5.4 has no such map.
+    expires = getattr(channel, "_expires", None)
+    if commands and expires:
         for queue in queues:
-            if queue in channel._expires:  # as Kombu does on every put
+            if queue in expires:
                 for step in channel.priority_steps:
-                    commands.append(("PEXPIRE", channel._q_for_pri(queue, step), channel._expires[queue]))
+                    commands.append(("PEXPIRE", channel._q_for_pri(queue, step), expires[queue]))
     return commands
 
 
@@ -193,7 +196,7 @@ def transaction(client: Any, commands: list[tuple[Any, ...]]) -> None:
         _pipelined(client, commands)
         return
     pool = client.connection_pool
-    conn: Any = pool.get_connection()
+    conn: Any = checkout(pool)
     errors: list[BaseException] = []
     try:
         conn.send_packed_command([packed])
