@@ -3,11 +3,12 @@
 #   make example runs the example Django shop (admin, worker, two dispatchers, 100,000 tasks) on one too
 #   make test   runs lint, type checks and the whole test suite against real Redis servers
 #   make bench  the benchmark next to plain Celery; make scale (ARGS="--quick") the whole curve
+#   make ends   the core slice at both ends of the supported range (Python 3.10 + Celery 5.4.0, Python 3.13 + newest)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo example test lint type pytest bench scale clean
+.PHONY: demo example test lint type pytest ends bench scale clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,10 @@ type: $(BIN)/.installed
 
 pytest: $(BIN)/.installed
 	$(BIN)/python -m pytest
+
+# each end makes its venv in build/ends/ (needs python3.10 and python3.13, from pyenv or PATH)
+ends:
+	.ci/ends.sh
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench

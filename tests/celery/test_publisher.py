@@ -9,9 +9,10 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import kombu
 import pytest
 import redis
-from kombu import Exchange, Queue
+from kombu import Exchange, Producer, Queue
 
 from celery_zset_scheduler.celery.publishers import redis_queue
 from celery_zset_scheduler.celery.publishers.envelope import expiration_of
@@ -72,6 +73,8 @@ def publish_batched(publisher: KombuPublisher, messages: list[StoredMessage]) ->
 @pytest.mark.parametrize("path", ["redis_queue", "kombu_batch"])
 @pytest.mark.parametrize("options", [{}, {"global_keyprefix": "pfx:"}])
 def test_batched_paths_write_what_kombu_writes(apps: AppFactory, options: dict[str, Any], path: str) -> None:
+    if path == "kombu_batch" and not hasattr(Producer, "batch"):
+        pytest.skip("Producer.batch() is new in Kombu 5.7: the publisher never takes this path before it")
     app = apps(task_queues=QUEUES, broker_transport_options=options)
     broker = apps.server.client(BROKER_DB)
     publisher = KombuPublisher(app)
@@ -95,7 +98,10 @@ def test_batched_paths_write_what_kombu_writes(apps: AppFactory, options: dict[s
     else:
         assert publish_batched(publisher, MESSAGES) == len(MESSAGES)
     assert queue_contents(broker) == by_kombu
-    assert 0 < ttl_by_kombu <= 60_000 and 0 < broker.pttl(expiring) <= 60_000  # x-expires, as Kombu sets it
+    if kombu.VERSION[:2] >= (5, 7):
+        assert 0 < ttl_by_kombu <= 60_000 and 0 < broker.pttl(expiring) <= 60_000  # x-expires, as Kombu sets it
+    else:
+        assert ttl_by_kombu == broker.pttl(expiring) == -1  # Kombu before 5.7 never expires a Redis queue
     assert set(by_kombu) == {prefix + k for k in (b"celery", b"celery\x06\x163", b"bound", b"topical",
                                                   b"expiring\x06\x169")}
     assert len(by_kombu[prefix + b"celery"]) == 3  # in publish order: LPUSH puts the newest first

@@ -159,8 +159,9 @@ def test_worker_memory_does_not_grow_with_tasks_waiting_to_retry(
         send(4000)
         wait_for(lambda: pending(store) == 7000, timeout=120, what="7000 retries waiting")
         after = rss_kb()
-        # Celery's own ETA handling would hold ~11 KB per waiting retry (~44 MB more here).
-        assert after - before < 2 * 1024, (before, after)
+        # Celery's own ETA handling would hold ~11 KB per waiting retry (~44 MB more here); a tenth
+        # of that allows for the allocator (Python 3.10's worker grows ~2 MB over these 4,000 runs).
+        assert after - before < 4000 * 11 // 10, (before, after)
     finally:
         cluster.close()
 

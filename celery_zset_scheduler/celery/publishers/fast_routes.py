@@ -28,7 +28,7 @@ from .declare import declare
 from .reach import reachable
 
 RETRY_AFTER_S = 5.0  # after a failed detection (the broker was unreachable), try again this much later
-#: The topic wildcards the script matches as Kombu 5.5 and later do; Kombu 5.4's ``*`` also matches
+#: The topic wildcards the script matches as Kombu 5.7 does; before 5.7 Kombu's ``*`` also matches
 #: several words, so there a topic exchange takes the generic path (Kombu's own routing).
 TOPIC_WILDCARDS = {"*": r"[^\.]+", "#": r".*?"}
 

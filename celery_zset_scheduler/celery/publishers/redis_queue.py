@@ -171,7 +171,7 @@ def _commands(channel: Any, built: list[tuple[int, int, bytes, Sequence[str]]], 
     """The transaction's commands: one LPUSH per list, then the queues' expiry as Kombu sets it."""
     commands: list[tuple[Any, ...]] = [("LPUSH", key, *payloads)
                                        for key, payloads in _writes(built, lapsed, revoked).items()]
-    # Kombu 5.5 and later expire a queue declared with x-expires on every put; 5.4 has no such map.
+    # Kombu 5.7 expires a queue declared with x-expires on every put; earlier releases have no such map.
     expires = getattr(channel, "_expires", None)
     if commands and expires:
         for queue in queues:
