@@ -80,10 +80,9 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
         return countdown_ms(seconds, now), round((now + seconds) * 1_000_000)
 
     try:
-        if keyed and key_for is not None:
-            return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due,
-                                   repr_levels(app))
         levels = repr_levels(app)
+        if keyed and key_for is not None:
+            return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due, levels)
         build = _fast_builder(template, levels) or generic_builder(template, levels)
         ids: list[str] = []
 
