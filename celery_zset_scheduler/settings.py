@@ -153,6 +153,13 @@ def _fast_path(key: str, value: Any) -> str:
     raise _fail(key, value, "'auto' or False")
 
 
+def _internals(key: str, value: Any) -> str:
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in ("auto", "public"):
+        return text
+    raise _fail(key, value, "'auto' or 'public'")
+
+
 def _cluster(key: str, value: Any) -> str:
     text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
     if text in ("auto",):
@@ -270,6 +277,12 @@ class Settings:
         "envelopes with the same Lua builder and the dispatcher only forwards them (the generic path's "
         "guarantees; more CPU in the store's Redis, less in the dispatcher: docs/benchmarks.md). "
         "`False`: always the generic path, all of it in Python.",
+    )
+    internals: str = _opt(
+        "auto", _internals,
+        "`'auto'`: the fast paths that read private attributes of redis-py and Kombu are taken where a "
+        "check at start-up finds them as expected (otherwise one WARNING names what the public path "
+        "costs); `'public'`: public APIs only, in the whole process (docs/design.md#private-internals).",
     )
     metrics_port: int | None = _opt(
         None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."

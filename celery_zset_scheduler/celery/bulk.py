@@ -34,7 +34,7 @@ from ..model.times import countdown_ms, datetime_us, eta_ms, us_isoformat
 from ..model.urls import mask_url
 from ..store.pending import Store
 from ..store.schedule import NewEntry
-from .compat import REPR_LEVELS, repr_levels
+from .compat import REPR_LEVELS, json_codec, repr_levels
 from .messages import TaskNotSerializable
 from .reprs import argsrepr
 from .state import ensure_installation
@@ -134,7 +134,7 @@ def _per_call(template: StoredMessage) -> StoredMessage:
 
 def _fast_builder(template: StoredMessage, maxlevels: int = REPR_LEVELS) -> Builder | None:
     """The template encoder, when bodies are Kombu's JSON of ``[args, kwargs, <empty embed>]``."""
-    codec = getattr(registry, "_encoders", {}).get(registry.type_to_name.get(template.content_type))
+    codec = json_codec(registry.type_to_name.get(template.content_type))
     if codec is None or codec[2] is not kombu_json.dumps or template.headers.get("compression"):
         return None
     if not template.body.endswith(EMBED_SUFFIX):  # callbacks, chains...: not the common shape

@@ -19,6 +19,7 @@ from ..dispatch.observer import Observer, Observers
 from ..dispatch.periodic import periodic_step
 from ..dispatch.pipelined import pipelined
 from ..errors import ConfigurationError
+from ..model.internals import check_all, usable
 from ..model.logs import log_event
 from .messages import MessageCheck
 from .periodic_config import preparer
@@ -28,6 +29,7 @@ from .publishers.amqp_confirms import ConfirmPublisher
 from .publishers.built_routes import BuiltRoutes
 from .publishers.fast_routes import FastRoutes
 from .publishers.kombu import KombuPublisher
+from .publishers.kombu_internals import KOMBU_REDIS
 from .revokes import mark_revoked
 from .state import ensure_installation
 
@@ -41,6 +43,7 @@ def build_dispatcher(
     names ``metrics_port`` in errors (``--metrics-port`` for the command line)."""
     inst = ensure_installation(app)
     s = inst.settings
+    check_all()  # every publisher's internals are imported by now: any WARNING comes at start
     if pinned is not None:
         bad = sorted(x for x in pinned if not 0 <= x < s.shards)
         if bad:
@@ -70,7 +73,7 @@ def build_dispatcher(
 
     if isinstance(publisher, ConfirmPublisher):  # its confirms come in while the next batch is claimed
         handoff = pipelined(publisher, check=check, revoked=revoked)
-    elif s.fast_path == "auto":
+    elif s.fast_path == "auto" and usable(KOMBU_REDIS):
         lane = (publisher, BuiltRoutes(app, check.allowed)) if isinstance(publisher, KombuPublisher) else None
         handoff = fast(publisher, FastRoutes(app, inst.store.client, check.allowed), check=check, revoked=revoked,
                        lane=lane)

@@ -68,7 +68,8 @@ class ZSetAMQPMixin:
 
     @cached_property
     def send_task_message(self) -> Any:
-        return wrap_sender(self.app, self._create_task_sender())  # type: ignore[attr-defined]
+        # Celery's own (a cached property too: it stores its sender, which this one then replaces).
+        return wrap_sender(self.app, super().send_task_message)  # type: ignore[misc]
 
 
 class ZSetControlMixin:

@@ -41,14 +41,14 @@ from celery.app.routes import MapRoute
 from celery.app.task import Task
 from celery.utils import uuid
 from celery.utils.nodenames import anon_nodename
-from kombu.serialization import registry
 from kombu.utils import json as kombu_json
 
 from ..model import headers as names
 from ..model.codec import EMBED_SUFFIX, JSON, UTF8, StoredMessage, Template, encode
+from ..model.internals import usable
 from ..model.times import eta_ms, isoformat_us
 from ..store.schedule import ScheduleResult
-from .compat import levels_of
+from .compat import LANE, json_codec, levels_of, library_errors, verify_seconds
 from .messages import Built
 from .reprs import argsrepr as saferepr
 from .sender import write
@@ -120,7 +120,7 @@ class Lane:
         self.app = app
         self.inst = inst
         self.original = original
-        self.usable = _app_is_plain(app, original)
+        self.usable = usable(LANE) and _app_is_plain(app, original)
         self._settings_keys: list[tuple[str, ...]] | None = None
         self.taken = 0  # calls stored by the lane (not exact under threads: for tests and curiosity)
 
@@ -130,7 +130,7 @@ class Lane:
         computed as ``as_task_v2`` computes it (``app.now()`` plus the countdown, in UTC) without
         its time zone machinery; anything else by ``header_of(countdown, eta)``."""
         if self.usable and countdown and type(countdown) in (int, float) and self.app.timezone is _UTC:
-            self.app.amqp._verify_seconds(countdown, "countdown")
+            verify_seconds(countdown, "countdown")
             when = datetime.now(timezone.utc) + timedelta(seconds=countdown)
             return when.isoformat(), math.ceil(when.timestamp() * 1000), (when - _EPOCH) // _US
         header = header_of(countdown, eta)
@@ -191,7 +191,7 @@ class Lane:
             return _NOT_TAKEN
         inst = self.inst
         ignore_result = shape.ignore_result
-        with producer.connection._reraise_as_library_errors():
+        with library_errors(producer.connection):
             if not ignore_result:
                 app.backend.on_task_call(producer, task_id)
 
@@ -284,7 +284,7 @@ class Lane:
     def _shape(self, built: Built, opts: dict[str, Any], settings: tuple[Any, ...], installed: Any) -> Shape | None:
         stored = built.message
         headers = stored.headers
-        serializer = registry._encoders.get(opts.get("serializer") or settings[3])  # what _serialize used
+        serializer = json_codec(opts.get("serializer") or settings[3])  # what Kombu's dumps used
         router = self.app.amqp.router
         if (settings[0] or not all(type(route) is MapRoute for route in router.routes)
                 or stored.content_type != JSON or stored.content_encoding != UTF8
@@ -406,6 +406,15 @@ def _app_is_plain(app: Any, original: Send) -> bool:
     create = getattr(amqp.create_task_message, "__func__", None)
     return (getattr(original, "__func__", None) is Celery.send_task and type(app).now is Celery.now
             and create is AMQP.as_task_v2 and type(amqp).as_task_v2 is AMQP.as_task_v2
-            and type(amqp)._create_task_sender is AMQP._create_task_sender
+            and not _overrides(type(amqp), AMQP, ("_create_task_sender", "send_task_message"))
             and getattr(amqp.send_task_message, "__wrapped__", None) is not None
             and all(type(route) is MapRoute for route in amqp.router.routes))
+
+
+def _overrides(cls: type, base: type, names_: tuple[str, ...]) -> bool:
+    """Whether a class between ``cls`` and ``base`` defines one of ``names_`` (our own mixin's
+    ``send_task_message`` wraps Celery's and does not count)."""
+    from .install import ZSetAMQPMixin
+
+    return any(name in vars(klass) for klass in cls.__mro__[:cls.__mro__.index(base)]
+               if klass is not ZSetAMQPMixin for name in names_)

@@ -80,7 +80,7 @@ def dead_letter_request(request: Any, exc: BaseException, traceback: str, reason
     now = int(time.time() * 1000)
     headers = request.request_dict
     letter = DeadLetter.for_message(
-        received(request._message, request.id), reason,
+        received(request.message, request.id), reason,
         exc_type=type(exc).__name__, exc_message=str(exc), traceback=traceback or "",
         args=list(request.args or ()), kwargs=dict(request.kwargs or {}),
         attempts=int(headers.get("retries") or 0) + 1,

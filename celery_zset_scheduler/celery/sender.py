@@ -191,12 +191,20 @@ def store_message(app: Any, inst: Installation, name: str, message: Any, due_ms:
         sender=name, body=body, headers=message[0], exchange=built.exchange, routing_key=built.routing_key,
     )
     if sent_event:
-        evd = options.get("event_dispatcher") or app.amqp._event_dispatcher
+        evd = options.get("event_dispatcher") or _sent_events(inst)
         sent_event.update({"queue": built.queue_name, "exchange": stored.exchange, "routing_key": built.routing_key})
         with app.producer_or_acquire() as producer:
             evd.publish("task-sent", sent_event, producer, retry=options.get("retry"),
                         retry_policy=built.retry_policy)
     return result
+
+
+def _sent_events(inst: Installation) -> Any:
+    """The app's dispatcher of ``task-sent`` events, made once as Celery makes its own: disabled,
+    as ``publish`` is given the producer."""
+    if inst.event_dispatcher is None:
+        inst.event_dispatcher = inst.app.events.Dispatcher(enabled=False)
+    return inst.event_dispatcher
 
 
 def write(app: Any, inst: Installation, name: str, schedule: Callable[[], ScheduleResult], retry: Any,

@@ -8,6 +8,7 @@ import weakref
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..model import internals
 from ..model.keys import KeySpace
 from ..model.letters import DeadLetter
 from ..settings import Settings
@@ -69,13 +70,18 @@ class Installation:
         self._dead_letters: DeadLetters | None = None
         self.per_thread = threading.local()  # what a thread keeps for this app (timed.idle_producer)
         self.lane: Any = None  # the send_task wrapper's lane (.lane), made on the first timed send
+        self.event_dispatcher: Any = None  # of task-sent events (.sender), made on the first one
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
             with self._lock:
                 if self._settings is None:
-                    self._settings = read_settings(self.app, **self.overrides)
+                    settings = read_settings(self.app, **self.overrides)
+                    if settings.internals == "public":
+                        internals.force_public(f"zset_scheduler_internals='public' in app {self.app.main!r}")
+                    internals.check_all()
+                    self._settings = settings
         return self._settings
 
     @property

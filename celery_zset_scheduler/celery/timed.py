@@ -38,7 +38,7 @@ from celery.backends.redis import RedisBackend
 from celery.utils.time import maybe_make_aware
 
 from ..model import headers as names
-from .compat import seconds_after
+from .compat import seconds_after, verify_seconds
 from .lane import Lane
 from .sender import stores
 from .state import Installation, installation_for
@@ -104,7 +104,7 @@ def idle_producer(inst: Installation) -> Any:
 def eta_header(app: Any, countdown: Any, eta: Any) -> str:
     """The ``eta`` header Celery's ``as_task_v2`` writes for these ``send_task`` arguments."""
     if countdown:
-        app.amqp._verify_seconds(countdown, "countdown")
+        verify_seconds(countdown, "countdown")
         when = maybe_make_aware(seconds_after(app.now(), countdown), tz=app.timezone)
         return str(when.isoformat())
     if isinstance(eta, datetime):

@@ -5,8 +5,9 @@ element: most of the Python time of a claim, whose reply holds three elements an
 replies are read off the socket in large chunks and parsed from the bytes (RESP2 and RESP3, as
 redis-py returns them without ``decode_responses``: bulk strings as bytes, errors as redis-py's
 exception classes in place of the reply). Used only where redis-py's own parser is the
-pure-Python one with nothing buffered (no hiredis, which is as fast); otherwise each reply is
-read by redis-py. A connection that fails mid-way is dropped and the error raised: which of the
+pure-Python one with nothing buffered (no hiredis, which is as fast) and the start-up check of the
+connection's private attributes passed (:mod:`..model.internals`); otherwise each reply is read
+by redis-py. A connection that fails mid-way is dropped and the error raised: which of the
 commands ran is then unknown, as with redis-py's pipeline.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import redis
 
+from ..model.internals import Internal, register, usable
 from .connections import checkout
 
 CHUNK = 1 << 20
@@ -98,12 +100,40 @@ class Sent:
         return replies
 
 
+def _reader_differs() -> str | None:
+    conn: Any = redis.Connection()  # type: ignore[no-untyped-call]  # not connected: nothing is opened
+    parser = getattr(conn, "_parser", None)
+    if parser is None or not hasattr(conn, "_sock"):
+        return "redis-py's Connection has no _parser or _sock"
+    if type(parser).__name__ in _PURE_PARSERS:
+        if "_buffer" not in getattr(parser, "__dict__", {}):
+            return f"{type(parser).__name__} has no _buffer"
+        if not callable(getattr(parser, "parse_error", None)):
+            return f"{type(parser).__name__} has no parse_error"
+    from redis._parsers.socket import SocketBuffer
+
+    if not callable(getattr(SocketBuffer, "unread_bytes", None)):
+        return "redis-py's SocketBuffer has no unread_bytes"
+    return None
+
+
+READER = register(Internal(
+    "the chunked reply reader",
+    ("redis.connection.Connection._parser", "redis.connection.Connection._sock",
+     "redis._parsers.resp2._RESP2Parser._buffer"),
+    "each reply read by redis-py's pure-Python parser: more dispatcher CPU a claimed task without "
+    "hiredis (docs/design.md#private-internals; none with hiredis, which is as fast)",
+    _reader_differs,
+))
+
+
 def read_replies(conn: Any, count: int) -> list[Any]:
     """The next ``count`` replies on ``conn`` (a redis-py connection), each a value or its error."""
-    parser = conn._parser
-    buffered = getattr(parser, "_buffer", None)
-    if type(parser).__name__ in _PURE_PARSERS and buffered is not None and not buffered.unread_bytes():
-        return _Reader(conn._sock, parser).replies(count)
+    if usable(READER):
+        parser = conn._parser
+        buffered = getattr(parser, "_buffer", None)
+        if type(parser).__name__ in _PURE_PARSERS and buffered is not None and not buffered.unread_bytes():
+            return _Reader(conn._sock, parser).replies(count)
     return [_read_one(conn) for _ in range(count)]
 
 

@@ -165,13 +165,9 @@ def _item(v: Any) -> bytes:
     if t is list or t is tuple:
         data = b"".join(_item(x) for x in v)
         return b"A" + _U32(len(data)) + data
-    from io import BytesIO
-
-    from amqp.serialization import _write_item
-
-    out = BytesIO()
-    _write_item(v, out.write, [])
-    return bytes(out.getvalue())
+    # Any other type (datetime, Decimal, bytes...) as py-amqp's public table encoder writes it:
+    # the value of a one-entry table, after its length (4 bytes) and its key (b"\x01k").
+    return bytes(dumps("F", [{"k": v}])[6:])
 
 
 class FrameEncoder:

@@ -37,9 +37,11 @@ from kombu.transport.redis import PrefixedStrictRedis
 
 from ...dispatch.handoff import Built, Guard, Outgoing
 from ...model.codec import StoredMessage
+from ...model.internals import usable
 from ...store.connections import checkout
 from ...store.resp import pack
 from .envelope import expiration_of, kombu_expiration, outgoing
+from .kombu_internals import KOMBU_REDIS
 from .templates import ENVELOPE_JSON, Templates, delivery_tags
 
 ROUTED_TYPES = ("direct", "topic")
@@ -52,9 +54,10 @@ _PLAIN_CLIENTS = (redis.Redis, PrefixedStrictRedis)
 
 
 def can_publish(producer: Any, messages: Sequence[StoredMessage]) -> bool:
-    """True when the producer's channel is a Kombu Redis channel and no message goes to a fanout."""
+    """True when the producer's channel is a Kombu Redis channel whose private steps are as
+    expected (:mod:`.kombu_internals`) and no message goes to a fanout."""
     channel = producer.channel
-    if not isinstance(channel, RedisChannel):
+    if not isinstance(channel, RedisChannel) or not usable(KOMBU_REDIS):
         return False
     exchanges = {m.exchange for m in messages if m.exchange}
     return all(channel.typeof(name).type in ROUTED_TYPES for name in exchanges)
