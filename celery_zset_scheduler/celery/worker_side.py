@@ -7,6 +7,8 @@ Nothing here replaces a task class, a Request class or a bootstep of the user's:
   ``self.request.eta`` again (the dispatcher published it under ``zset_eta``, so the worker does
   not hold it: the store already waited, by Redis time), and the request is given
   :class:`~.request.DeadLettering` so that a final failure reaches the dead-letter store.
+- ``task_prerun`` (where the task runs): ``self.request.headers`` loses the headers only the
+  plugin writes (``zset_eta``, ``zset_first_failure``), so it is what plain Celery's shows.
 - ``task_unknown``: a message for a task name this worker does not know is dead-lettered
   (:mod:`.unknown`); Celery would discard it.
 - ``worker_init``: registers the ``zset_plugin`` remote-control (inspect) command, which
@@ -22,11 +24,13 @@ from typing import Any
 
 from celery import signals
 
-from ..model.headers import ZSET_ETA
+from ..model.headers import FIRST_FAILURE, ZSET_ETA
 from ..model.logs import log_event
 from . import unknown
 from .state import Installation, installation_for
 
+#: Headers a task's ``self.request.headers`` does not show (plain Celery never writes them).
+HIDDEN_HEADERS = (ZSET_ETA, FIRST_FAILURE)
 #: The remote-control command an installed worker answers (``celery inspect zset_plugin``).
 CONTROL_COMMAND = "zset_plugin"
 
@@ -43,13 +47,26 @@ def on_task_received(sender: Any = None, request: Any = None, **_: Any) -> None:
     if inst is None:
         return
     fields = request.request_dict
-    if fields.get(ZSET_ETA) and not fields.get("eta"):
+    moved = fields.pop(ZSET_ETA, None)
+    if moved and not fields.get("eta"):
         # Seen by the task only: Celery parsed the (cleared) header already, so it runs now.
-        fields["eta"] = fields[ZSET_ETA]
+        fields["eta"] = moved
     if dead_lettering(task, inst):
         from .request import with_dead_letters
 
         request.__class__ = with_dead_letters(type(request))
+
+
+def on_task_prerun(sender: Any = None, task: Any = None, **_: Any) -> None:
+    """``self.request.headers`` as plain Celery gives it: without the headers only the plugin
+    writes (a retry's first failure stays readable as the request's attribute, where the next
+    retry finds it)."""
+    if installation_for(getattr(task, "app", None)) is None:
+        return
+    request = task.request
+    headers = getattr(request, "headers", None)
+    if headers and any(name in headers for name in HIDDEN_HEADERS):
+        request.headers = {k: v for k, v in headers.items() if k not in HIDDEN_HEADERS} or None
 
 
 def on_worker_init(sender: Any = None, **_: Any) -> None:
@@ -77,5 +94,6 @@ def zset_plugin(state: Any, **_: Any) -> dict[str, Any]:
 def connect() -> None:
     """Idempotent: the handlers are connected once per process, for every installed app."""
     signals.task_received.connect(on_task_received, weak=False, dispatch_uid="celery_zset_scheduler.received")
+    signals.task_prerun.connect(on_task_prerun, weak=False, dispatch_uid="celery_zset_scheduler.prerun")
     signals.worker_init.connect(on_worker_init, weak=False, dispatch_uid="celery_zset_scheduler.worker_init")
     unknown.connect()

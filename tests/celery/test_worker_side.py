@@ -48,6 +48,34 @@ def test_a_task_that_waited_in_the_store_sees_its_eta_as_with_plain_celery(apps:
     assert runs["eta"]["at"] >= eta.timestamp()
 
 
+def test_a_task_that_waited_in_the_store_sees_the_headers_plain_celery_gives(apps: AppFactory) -> None:
+    """``self.request.headers``: None without headers of the caller's, the caller's own with them,
+    on the first run and on a retry that waited in the store (plain Celery's: through the broker)."""
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("t.record", {"kwargs": {"tag": "bare"}, "countdown": 0.3}),
+        ("t.record", {"kwargs": {"tag": "own"}, "countdown": 0.3, "headers": {"tenant": "acme", "n": [1, 2]}}),
+        ("t.retry_once", {"kwargs": {"countdown": 0.3}, "countdown": 0.3}),
+        ("t.retry_once", {"kwargs": {"countdown": 0.3}, "countdown": 0.3, "headers": {"tenant": "acme"}}),
+    ]
+
+    def seen(app: Any) -> list[Any]:
+        ids = [app.tasks[name].apply_async(**options).id for name, options in calls]
+        wait_for(lambda: len([r for r in apps.executions() if r["id"] in ids]) >= 6, what="every run and retry")
+        runs = apps.executions()
+        return [[(run["retries"], run["headers"]) for run in runs if run["id"] == task_id] for task_id in ids]
+
+    plain = apps(install=False)
+    with start_worker(plain, pool="solo", perform_ping_check=False, loglevel="WARNING"):
+        theirs = seen(plain)
+    ours = apps()
+    apps.dispatcher(ours)
+    apps.worker(ours)
+    mine = seen(ours)
+    assert theirs[0] == [(0, None)] and theirs[1] == [(0, {"tenant": "acme", "n": [1, 2]})]
+    assert [retries for retries, _ in theirs[2]] == [0, 1]
+    assert mine == theirs
+
+
 def test_a_worker_whose_clock_lags_redis_runs_a_due_task_at_once(
         apps: AppFactory, redis_server: RedisServer) -> None:
     app = apps()

@@ -57,6 +57,7 @@ def register_tasks(app: Celery, record_url: str) -> None:
         recorder.rpush(RECORDS, json.dumps({
             "id": self.request.id, "tag": tag, "due": due, "at": time.time(),
             "retries": self.request.retries, "hostname": self.request.hostname, "eta": self.request.eta,
+            "headers": self.request.headers,
         }))
         return tag
 
@@ -99,7 +100,8 @@ def register_tasks(app: Celery, record_url: str) -> None:
     @app.task(bind=True, name="t.retry_once", max_retries=3, shared=False)
     def retry_once(self: Any, countdown: float = 1.0) -> str:
         recorder.rpush(RECORDS, json.dumps({"id": self.request.id, "tag": "attempt",
-                                             "retries": self.request.retries, "at": time.time()}))
+                                             "retries": self.request.retries, "at": time.time(),
+                                             "headers": self.request.headers}))
         if self.request.retries == 0:
             raise self.retry(countdown=countdown)
         return "done"
