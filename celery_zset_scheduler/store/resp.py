@@ -176,11 +176,32 @@ class _Reader:
         return nl
 
     def _upto(self, end: int) -> bytes:
-        """The buffer, holding at least ``end`` bytes."""
+        """The buffer, holding at least ``end`` bytes: a large missing part (a big bulk string)
+        read into one buffer of its size, not grown a chunk at a time (which copies it over and
+        over: seconds for 100 MB)."""
         buf = self.buf
+        missing = end - len(buf)
+        if missing > CHUNK:
+            part = bytearray(missing)
+            view = memoryview(part)
+            got = 0
+            while got < missing:
+                got += self._into(view[got:])
+            buf = self.buf = b"".join((buf, part))
         while len(buf) < end:
             buf = self._more()
         return buf
+
+    def _into(self, view: memoryview) -> int:
+        try:
+            n = self.sock.recv_into(view)
+        except TimeoutError as exc:
+            raise redis.TimeoutError("Timeout reading from socket") from exc
+        except OSError as exc:
+            raise redis.ConnectionError(f"Error while reading from socket: {exc}") from exc
+        if not n:
+            raise redis.ConnectionError("Connection closed by server.")
+        return n
 
     def replies(self, count: int) -> list[Any]:
         out: list[Any] = []

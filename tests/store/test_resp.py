@@ -82,3 +82,13 @@ def test_replies_that_arrive_a_few_bytes_at_a_time_read_the_same(
     assert again[4][3] == b"b"
     assert expected[0] == [b"%d" % n for n in range(300)] + [b"", b"\r\n" * 3]
     assert client.ping()
+
+
+def test_big_values_among_small_ones_read_whole_and_in_order(client: redis.Redis) -> None:
+    # Bigger than a read chunk: read into one buffer of their size; the replies around them too.
+    big = [bytes([65 + i]) * (3 * resp.CHUNK + i) for i in range(3)]
+    client.hset("h", mapping={"a": big[0], "b": b"small", "c": big[1]})
+    client.set("s", big[2])
+    replies = resp.exchange(client, [("HMGET", "h", "a", "b", "c", "x"), ("GET", "s"), ("PING",), ("STRLEN", "s")])
+    assert replies == [[big[0], b"small", big[1], None], big[2], b"PONG", len(big[2])]
+    assert client.ping()
