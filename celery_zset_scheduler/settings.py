@@ -18,6 +18,8 @@ from urllib.parse import unquote, urlsplit
 from .errors import ConfigurationError
 
 PREFIX = "zset_scheduler_"
+#: The default largest message a call may store: 64 MiB (Redis itself takes values up to 512 MB).
+MAX_MESSAGE_BYTES = 64 << 20
 
 Parser = Callable[[str, Any], Any]
 
@@ -235,6 +237,12 @@ class Settings:
     )
     redis_options: dict[str, Any] = _opt(
         {}, _options, "Extra keyword arguments for the redis-py client (timeouts, TLS files...)."
+    )
+    max_message_bytes: int = _opt(
+        MAX_MESSAGE_BYTES, _int(1024, 512 << 20),
+        "Largest message (its serialized form, in bytes) a timed call may store: a bigger one raises "
+        "`ValueError` naming this setting, and nothing is stored (Redis itself takes values up to 512 MB).",
+        "67108864 (64 MiB)",
     )
     idempotency_ttl: float = _opt(
         86400.0, _seconds(1.0), "How long a finished idempotency key remembers its outcome."

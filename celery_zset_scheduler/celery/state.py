@@ -92,7 +92,7 @@ class Installation:
                     s = self.settings
                     client = make_client(str(s.url), s.redis_options, s.cluster)
                     wait = (s.wait_replicas, int(s.wait_timeout * 1000))
-                    self._store = Store(client, KeySpace(s.prefix, s.shards), wait)
+                    self._store = Store(client, KeySpace(s.prefix, s.shards), wait, s.max_message_bytes)
         return self._store
 
     @property

@@ -20,6 +20,8 @@ from ..model.ids import member, task_id_of
 from ..model.keys import PACKED_IDS_SINCE, KeySpace, check_storable, storable
 from ..model.logs import log_event
 from ..model.reshard import shard_for
+from ..settings import MAX_MESSAGE_BYTES as DEFAULT_MAX_BYTES
+from ..settings import PREFIX
 from . import meta
 from .client import is_cluster
 from .reshard import holder_call
@@ -132,8 +134,10 @@ class Store:
     ends); a client *started* with a count the store does not have refuses (:meth:`check_meta`).
     """
 
-    def __init__(self, client: Any, keys: KeySpace, wait: tuple[int, int] | None = None) -> None:
+    def __init__(self, client: Any, keys: KeySpace, wait: tuple[int, int] | None = None,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.client = client
+        self.max_bytes = max_bytes  # the largest stored message (zset_scheduler_max_message_bytes)
         self.keys = keys
         self.configured = keys.shards  # the zset_scheduler_shards this client was started with
         self.moving_from: int | None = None  # the count a reshard under way moves from
@@ -216,6 +220,7 @@ class Store:
         A direct script call, not a one-command pipeline: one round trip per ``apply_async``.
         """
         _check_entry(task_id, idempotency_key)
+        self._check_size(task_id, payload)
         self.check_meta()
         entry = NewEntry(task_id, due_ms, payload, idempotency_key)
         for _ in range(LAYOUT_TRIES):
@@ -240,6 +245,7 @@ class Store:
         """Schedule many entries in one pipelined round trip; results are in the input order."""
         for entry in entries:
             _check_entry(entry.task_id, entry.idempotency_key)
+            self._check_size(entry.task_id, entry.payload)
         self.check_meta()
         results: list[ScheduleResult | None] = [None] * len(entries)
         todo = list(range(len(entries)))
@@ -298,8 +304,17 @@ class Store:
         with ScheduleStream(self.client, self.keys, CHUNK, self.scripts, self._moved, shared=self.shared,
                             text_ids=self.text_ids) as stream:
             for task_id, due_ms, payload in entries:
+                self._check_size(task_id, payload)
                 stream.add(task_id, due_ms, payload)
         return stream.created
+
+    def _check_size(self, task_id: str, payload: bytes) -> None:
+        if len(payload) > self.max_bytes:
+            raise ValueError(
+                f"task {task_id}: its message is {len(payload):,} bytes, more than "
+                f"{PREFIX}max_message_bytes ({self.max_bytes:,} bytes); nothing was stored. Pass big "
+                "data by reference (a key or URL the task reads), or raise the setting"
+            )
 
     def _held_in_old_shards(self, entries: Sequence[NewEntry], replace: bool) -> dict[int, str]:
         """While a reshard moves entries: position -> the pending id holding the entry's

@@ -8,6 +8,7 @@ import json
 import pytest
 
 import celery_zset_scheduler
+from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.errors import ConfigurationError, InvalidId
 
 from ..support.cli_support import invoke
@@ -85,3 +86,32 @@ def test_a_store_url_redis_py_would_refuse_fails_at_the_call_site(apps: AppFacto
     assert "s3cret" not in str(failed.value)
     doctor = invoke(app, "doctor")
     assert doctor.exit_code in (1, 5) and "Traceback" not in doctor.output and "s3cret" not in doctor.output
+
+
+def test_a_message_over_the_size_limit_is_refused_at_the_call_naming_the_setting(apps: AppFactory) -> None:
+    app = apps(zset_scheduler_max_message_bytes=50_000)
+    task = app.tasks["t.record"]
+    message = (r"message is [\d,]+ bytes, more than zset_scheduler_max_message_bytes \(50,000 bytes\); "
+               "nothing was stored")
+    small = task.apply_async(kwargs={"pad": "x" * 40_000}, countdown=30)  # Celery's path; the lane learns it
+    lane = installation_for(app).lane  # type: ignore[union-attr]
+    for call in (
+        lambda: task.apply_async(kwargs={"pad": "y" * 60_000}, countdown=30),  # the lane
+        lambda: app.send_task("t.record", kwargs={"pad": "z" * 60_000}, countdown=30),  # Celery's path
+        lambda: celery_zset_scheduler.schedule_many(task, [((), {"pad": "w"}, 30), ((), {"pad": "v" * 60_000}, 30)]),
+    ):
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert lane.taken == 0  # the lane's refused call is not counted
+    assert pending(apps.store(app)) == 1  # the small one; not the small entry of the refused bulk chunk
+    assert celery_zset_scheduler.lookup(app, small.id) is not None
+    task.apply_async(kwargs={"pad": "y"}, countdown=30)
+    assert lane.taken == 1  # the lane was the path those calls took
+
+
+def test_the_default_limit_is_64_mib(apps: AppFactory) -> None:
+    app = apps()
+    task = app.tasks["t.record"]
+    with pytest.raises(ValueError, match=r"more than zset_scheduler_max_message_bytes \(67,108,864 bytes\)"):
+        task.apply_async(kwargs={"pad": "x" * (64 << 20)}, countdown=30)
+    assert pending(apps.store(app)) == 0
