@@ -20,6 +20,8 @@ from .errors import ConfigurationError
 PREFIX = "zset_scheduler_"
 #: The default largest message a call may store: 64 MiB (Redis itself takes values up to 512 MB).
 MAX_MESSAGE_BYTES = 64 << 20
+#: The default most stored bytes one claim takes and one publish call sends: 8 MiB.
+BATCH_BYTES = 8 << 20
 
 Parser = Callable[[str, Any], Any]
 
@@ -200,6 +202,13 @@ class Settings:
         "ETAs closer than this many seconds go straight to the broker as plain Celery ETA messages.",
     )
     batch_size: int = _opt(500, _int(1, 5000), "Most tasks one claim moves from `due` to `inflight`.")
+    batch_bytes: int = _opt(
+        BATCH_BYTES, _int(64 << 10, 512 << 20),
+        "Most stored bytes one claim takes and one publish call sends (with `batch_size`, whichever "
+        "comes first). A message bigger than this goes in a batch of its own, after the smaller ones "
+        "due with it (at most a second after them), so a few big messages never hold up the rest.",
+        "8388608 (8 MiB)",
+    )
     lock_timeout: float = _opt(
         10.0, _seconds(0.3, 3600.0),
         "Lease of a shard leader and of a dispatcher's membership; a dead leader's shards move after it.",

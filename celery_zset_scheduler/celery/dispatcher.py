@@ -50,6 +50,7 @@ def build_dispatcher(
             raise ConfigurationError(f"--shards {bad}: the store has shards 0..{s.shards - 1}")
     config = DispatcherConfig(
         batch_size=s.batch_size,
+        batch_bytes=s.batch_bytes,
         lock_timeout=s.lock_timeout,
         max_interval=s.max_interval,
         inflight_timeout=s.inflight_timeout,

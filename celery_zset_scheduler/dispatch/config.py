@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..settings import BATCH_BYTES
+
 
 @dataclass(frozen=True)
 class DispatcherConfig:
     batch_size: int = 500
+    batch_bytes: int = BATCH_BYTES  # most stored bytes a claim takes and a publish call sends
     lock_timeout: float = 10.0
     max_interval: float = 5.0
     inflight_timeout: float = 30.0

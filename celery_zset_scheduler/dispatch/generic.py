@@ -38,6 +38,7 @@ from ..model.letters import DeadLetter
 from ..model.logs import describe, log_event
 from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
 from ..store.revokes import changed_since, revoked_among
+from .budget import in_budget
 from .handoff import Built, Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
 
 #: An item's hand-off order (its entry's ``order``), read in C: the sort's key for every entry.
@@ -46,6 +47,11 @@ _HAND_OFF_ORDER = attrgetter("entry.due_ms", "entry.arrival")
 _ENTRY, _FENCE, _CLAIMED_AT = attrgetter("entry"), attrgetter("fence"), attrgetter("claimed_at")
 _SHARD, _DUE = attrgetter("shard"), attrgetter("due_ms")
 _SHARD_GEN = attrgetter("entry.shard", "entry.revoke_gen")
+
+
+def item_bytes(item: Item) -> int:
+    """The stored size of an item (what the byte budget counts)."""
+    return len(item.entry.payload)
 #: Why a worker would discard a message (None: it would run it); the Celery layer provides it.
 Check = Callable[[StoredMessage], "str | None"]
 #: Told the ids dropped because they were revoked (the Celery layer marks their results revoked).
@@ -155,7 +161,7 @@ class GenericHandOff:
         self._retry = set()
         self._counts_read = None  # a read is this pass's own (its claims came before it)
         passed, ready = self._prepare(fences, waiting)
-        error = self._hand_over(self._keep_fresh(ready))
+        error = self._hand_over_in_budget(self._keep_fresh(ready))
         return Pass(passed.shards, passed.sent_at, passed.answered_at, error, frozenset(self._retry))
 
     def _prepare(self, fences: Sequence[Fence], waiting: Mapping[int, int] | None) -> tuple[Pass, list[Item]]:
@@ -180,6 +186,19 @@ class GenericHandOff:
         fences = dict(zip(map(_SHARD, map(_ENTRY, ready)), map(_FENCE, ready), strict=True))
         counts, self._counts_read = self._counts_read, None  # for the pass's first check only
         return LeaseGuard(self.env, fences, gens, counts)
+
+    def _hand_over_in_budget(self, ready: list[Item]) -> BaseException | None:
+        """``ready`` in publish calls within the byte budget (:mod:`.budget`); after an outage
+        the calls not made go back to ``due``."""
+        calls = in_budget(ready, self.env.config.batch_bytes, item_bytes)
+        for n, call in enumerate(calls):
+            if n:
+                self.env.keep_alive()
+            error = self._hand_over(call)
+            if error is not None:
+                self._release([i.entry for later in calls[n + 1:] for i in later])
+                return error
+        return None
 
     def _hand_over(self, ready: list[Item]) -> BaseException | None:
         """Publish ``ready`` and settle the report; the outage that stopped it, if any."""

@@ -175,6 +175,9 @@ class Env:
     lease_valid: Callable[[int, float], bool]  # (shard, monotonic now): still safely ours
     fences: Callable[[], list[Fence]]  # the leases held right now
     stopping: Callable[[], bool] = lambda: False  # the dispatcher is shutting down
+    #: Renew the leases held when their last renewal is a heartbeat old (between the publish calls
+    #: of a long hand-off, which runs in the loop's own thread, where the heartbeat does).
+    keep_alive: Callable[[], None] = lambda: None
 
 
 class HandOff(Protocol):

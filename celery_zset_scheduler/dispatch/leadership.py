@@ -123,6 +123,13 @@ class Leadership:
         self._announce_all()
         return changes
 
+    def renew(self) -> list[int]:
+        """Renew what is held now, outside a heartbeat (no membership, no rebalancing); the
+        shards lost."""
+        changes = Changes()
+        self._renew(changes)
+        return changes.lost
+
     def _renew(self, changes: Changes) -> None:
         if not self.owned:
             return

@@ -71,7 +71,7 @@ class Dispatcher:
         self.config = config or DispatcherConfig()
         self.member_id = member_id or new_member_id()
         self.observer = observer or Observer()
-        self.claims = Claims(store)
+        self.claims = Claims(store, self.config.batch_bytes)
         self.leadership = Leadership(
             store, self.member_id, self.config.lock_timeout, pinned=pinned, observer=self.observer
         )
@@ -80,13 +80,14 @@ class Dispatcher:
             claims=self.claims, dead_letters=dead_letters or DeadLetters(store.client, store.keys),
             observer=self.observer, meter=self.leadership.meter, clock=self.clock, config=self.config,
             lease_valid=self._lease_valid, fences=lambda: [lease.fence for lease in self.leadership.owned.values()],
-            stopping=lambda: self._stop.is_set(),
+            stopping=lambda: self._stop.is_set(), keep_alive=self._keep_alive,
         )
         self.handoff = (handoff or generic(publisher))(env)  # type: ignore[arg-type]
         self._stop = threading.Event()
         self._next_due: dict[int, float] = {}  # shard -> monotonic time its next entry is due
         self._pending_ms: dict[int, int | None] = {}  # shard -> earliest pending due (Redis ms) at its last claim
         self._next_beat = 0.0
+        self._renewed_at = 0.0  # the last renewal of the leases (a heartbeat or a hand-off's)
         self._last_claim = 0.0
         self._backlog = False  # the last pass took a full batch on some shard
         self._pubsub: Any = None
@@ -183,6 +184,7 @@ class Dispatcher:
         if now >= self._next_beat:
             self._beat()
             self._next_beat = now + self.config.heartbeat_interval
+            self._renewed_at = now
         if self.periodic is not None:
             self._periodic_pass()
         return self._dispatch_due()
@@ -239,6 +241,13 @@ class Dispatcher:
         if any_reaped:
             self.handoff.settle(releasing=True)  # what was claimed ahead is due after the reaped ones
         self.collector.beat([s for s in self.leadership.owned if s not in self._shard_outages])
+
+    def _keep_alive(self) -> None:
+        """Renew the leases when a heartbeat is due (a hand-off of several publish calls)."""
+        now = time.monotonic()
+        if now - self._renewed_at >= self.config.heartbeat_interval:
+            self.leadership.renew()
+            self._renewed_at = now
 
     def _lost(self, shard: int, reason: str) -> None:
         self.leadership.drop(shard, reason=reason)

@@ -26,7 +26,8 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ..store.claims import Fence
-from .generic import Check, GenericHandOff, Item, Revoked, outgoing
+from .budget import in_budget
+from .generic import Check, GenericHandOff, Item, Revoked, item_bytes, outgoing
 from .handoff import Env, HandOffFactory, InFlight, Pass, PipelinedPublisher
 
 
@@ -58,7 +59,10 @@ class PipelinedHandOff(GenericHandOff):
             if ready:
                 self._release([i.entry for i in ready])
         else:
-            ready = self._keep_fresh(ready)
+            # Bigger-than-budget entries after the rest (:mod:`.budget`); the publisher writes it
+            # all a frame at a time, so the calls' split itself is not needed here.
+            ready = [i for call in in_budget(self._keep_fresh(ready), self.env.config.batch_bytes, item_bytes)
+                     for i in call]
             if ready:
                 started = time.monotonic()
                 batch = self.pipelined.begin(outgoing(ready), self._guard(ready))

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from ..model.ids import member, task_id_of, task_ids_of
 from ..model.keys import KeySpace
+from ..settings import BATCH_BYTES
 from .pending import Store
 from .scripts import Call, ScriptDef, as_int
 from .shared import Shared
@@ -93,14 +94,15 @@ _new_claimed = partial(tuple.__new__, Claimed)
 
 
 def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_wait_ms: int,
-               wake_ttl_ms: int, shared: Shared | None = None) -> Call[ClaimResult]:
+               wake_ttl_ms: int, shared: Shared | None = None, budget: int = BATCH_BYTES) -> Call[ClaimResult]:
     """``max_wait_ms``: the leader claims again at the earliest due entry or after this long,
-    whichever is first; the script records that instant in the shard's wake key."""
+    whichever is first; the script records that instant in the shard's wake key. ``budget``: the
+    most stored bytes one claim takes (an entry bigger than it is claimed alone)."""
 
     def parse(reply: Any) -> ClaimResult:
         return parse_claim(reply, fence.shard, shared)
 
-    args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms]
+    args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms, budget]
     return CLAIM.call(keys.shard(fence.shard), args, parse)
 
 
@@ -169,9 +171,10 @@ Receive = Callable[[], Callable[[], tuple[list[Any], list["Claimed"]]]]
 class Claims:
     """Claim/ack/release/reap on top of a :class:`Store`."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, budget: int = BATCH_BYTES) -> None:
         self.store = store
         self.scripts = store.scripts
+        self.budget = budget  # the most stored bytes one claim takes
 
     @property
     def keys(self) -> KeySpace:
@@ -187,7 +190,7 @@ class Claims:
         write, a busy script) is that shard's result, and never discards what the others claimed.
         """
         claims = [claim_call(self.keys, f, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
-                             wake_ttl_ms=wake_ttl_ms, shared=self.store.shared) for f in fences]
+                             wake_ttl_ms=wake_ttl_ms, shared=self.store.shared, budget=self.budget) for f in fences]
         replies, unacked = self.settle_after_acks(ack, claims)
         results = {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
         expand_claimed(self.store.shared, results)

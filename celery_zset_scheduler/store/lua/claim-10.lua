@@ -4,7 +4,8 @@
   KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
   KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen
   ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to claim, ARGV[4] lease (ms),
-  ARGV[5] longest the leader waits before claiming again (ms), ARGV[6] ttl of the wake key (ms)
+  ARGV[5] longest the leader waits before claiming again (ms), ARGV[6] ttl of the wake key (ms),
+  ARGV[7] most stored bytes to claim (includes/budget.lua: a bigger entry goes alone; absent: no limit)
 
   Fencing (I3): refuses unless the lock still holds this token and the epoch is unchanged.
   Due means due by the Redis server's clock (I5). Each claimed id moves from `due` to `inflight`
@@ -34,7 +35,7 @@
 ]]
 --- @include "claim"
 
-local c = claim_due()
+local c = claim_due(tonumber(ARGV[7]))
 if not c then return {0} end
 return {1, c.now, c.next or -1, c.ids, c.scores, c.payloads, c.deadline, c.orphans, c.dropped,
         tonumber(redis.call('GET', KEYS[10]) or '0')}

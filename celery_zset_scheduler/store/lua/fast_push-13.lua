@@ -12,7 +12,8 @@
   ARGV[7] the route table, JSON: accept (content types), steps (Kombu's priority_steps),
     queues (name -> KEYS index of its list per step), exchanges (name -> {type, key, permanent,
     sep}), mode (the producer's default delivery mode)
-  ARGV[8] this call's delivery tag prefix (a random UUID's first 24 characters; a serial follows)
+  ARGV[8] this call's delivery tag prefix (a random UUID's first 24 characters; a serial follows),
+  ARGV[9] most stored bytes to take (includes/budget.lua: a bigger entry goes alone; absent: no limit)
 
   Runs only when the broker is this Redis server and database (never on a cluster): one script
   takes the entries out of the store and LPUSHes the envelope Kombu's Redis transport would write
@@ -39,6 +40,7 @@
 --- @include "call_sliced"
 --- @include "live_revokes"
 --- @include "plan_wake"
+--- @include "budget"
 --- @include "ids"
 --- @include "envelope"
 
@@ -53,6 +55,7 @@ local routes = cjson.decode(ARGV[7])
 local now = now_ms()
 local deadline = now + tonumber(ARGV[4])
 local items = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+local picked = nil  -- the positions the byte budget takes (nil: every entry found)
 local ids, scores, payloads, orphans, dropped, pushed_scores = {}, {}, {}, {}, {}, {}
 local any_revoked = any_live_revokes(revoked, now)
 
@@ -63,6 +66,15 @@ if #items > 0 then
   local found = {}
   for i = 1, #items, 2 do found[#found + 1] = items[i] end
   local messages = call_sliced('HMGET', msg, found)
+  picked = within_budget(items, messages, #found, tonumber(ARGV[9]), now)
+  if picked then  -- only what the budget takes is read on; the rest stays in `due`, untouched
+    local ids_, items_, messages_ = {}, {}, {}
+    for k, i in ipairs(picked) do
+      ids_[k], messages_[k] = found[i], messages[i]
+      items_[2 * k - 1], items_[2 * k] = items[2 * i - 1], items[2 * i]
+    end
+    found, items, messages = ids_, items_, messages_
+  end
   local keyed = redis.call('HLEN', id_keys) > 0
   local revokes = {}
   if any_revoked then revokes = call_sliced('ZMSCORE', revoked, found) end
@@ -95,9 +107,14 @@ if #items > 0 then
     end
   end
 
-  -- The first #found by rank are exactly what the range returned: no id to pass back to Redis.
-  -- Removing first also frees memory before anything grows it (a full store still drains).
-  redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
+  -- The first #found by rank are exactly what the range returned (or the budget took from its
+  -- start): no id to pass back to Redis. Removing first also frees memory before anything grows
+  -- it (a full store still drains).
+  if picked and picked[#picked] ~= #picked then
+    call_sliced('ZREM', due, found)
+  else
+    redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
+  end
   local leases, gone, forget, writes, order = {}, {}, {}, {}, {}
   local function write(key, envelope)
     local list = writes[key]
@@ -139,7 +156,8 @@ if #items > 0 then
   end
 end
 
-local nxt = plan_wake(due, wake, now, tonumber(ARGV[5]), tonumber(ARGV[6]), #items >= 2 * tonumber(ARGV[3]))
+local nxt = plan_wake(due, wake, now, tonumber(ARGV[5]), tonumber(ARGV[6]),
+                      picked ~= nil or #items >= 2 * tonumber(ARGV[3]))
 local first, last = -1, -1
 if #items > 0 then first, last = tonumber(items[2]), tonumber(items[#items]) end
 return {1, now, nxt or -1, ids, scores, payloads, deadline, orphans, dropped,

@@ -1,13 +1,15 @@
 -- The claim of claim-10.lua, shared with claim_built-13.lua: KEYS[1..10] and ARGV[1..6] as that
--- script's header names them. Returns nil when fenced, else what both scripts return: the claim
--- time, the next due score (or nil), the claimed ids with their scores and stored values, the
--- lease deadline, the orphans and the revoked ids dropped.
+-- script's header names them, `budget` the most stored bytes one claim takes (budget.lua; nil:
+-- no limit). Returns nil when fenced, else what both scripts return: the claim time, the next
+-- due score (or nil), the claimed ids with their scores and stored values, the lease deadline,
+-- the orphans and the revoked ids dropped.
 --- @include "now"
 --- @include "forget_key"
 --- @include "call_sliced"
 --- @include "live_revokes"
 --- @include "plan_wake"
-local function claim_due()
+--- @include "budget"
+local function claim_due(budget)
   local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
   local pending_keys, id_keys, wake, revoked = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 
@@ -21,12 +23,14 @@ local function claim_due()
   local ids, scores, payloads, orphans, dropped = {}, {}, {}, {}, {}
   local any_revoked = any_live_revokes(revoked, now)
 
+  local left = false  -- entries the range found that the budget leaves in `due`
   if #items > 0 then
     local found = {}
     for i = 1, #items, 2 do found[#found + 1] = items[i] end
-    -- The first #found by rank are exactly what the range returned: no id to pass back to Redis.
-    redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
     local messages = call_sliced('HMGET', msg, found)
+    local picked = within_budget(items, messages, #found, budget, now)
+    left = picked ~= nil
+    found, items, messages = take_from_due(due, items, found, messages, picked)
     local leases = {}
     local keyed = redis.call('HLEN', id_keys) > 0
     local revokes = {}
@@ -50,7 +54,8 @@ local function claim_due()
     call_sliced('ZADD', inflight, leases)
   end
 
-  local nxt = plan_wake(due, wake, now, tonumber(ARGV[5]), tonumber(ARGV[6]), #items >= 2 * tonumber(ARGV[3]))
+  local nxt = plan_wake(due, wake, now, tonumber(ARGV[5]), tonumber(ARGV[6]),
+                        left or #items >= 2 * tonumber(ARGV[3]))
   return {now = now, next = nxt, ids = ids, scores = scores, payloads = payloads,
           deadline = deadline, orphans = orphans, dropped = dropped}
 end
