@@ -13,8 +13,9 @@ commands ran is then unknown, as with redis-py's pipeline.
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis
@@ -144,6 +145,22 @@ def _read_one(conn: Any) -> Any:
         return exc
 
 
+@contextlib.contextmanager
+def _read_errors() -> Iterator[None]:
+    """A socket error as redis-py raises it."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise redis.TimeoutError("Timeout reading from socket") from exc
+    except OSError as exc:
+        raise redis.ConnectionError(f"Error while reading from socket: {exc}") from exc
+
+
+def _check_open(received: int) -> None:
+    if not received:
+        raise redis.ConnectionError("Connection closed by server.")
+
+
 class _Reader:
     """Replies parsed off one buffer that grows as the socket delivers: a reply that arrives in
     pieces is parsed once, each element as soon as its bytes are in (never parsed again from its
@@ -156,14 +173,9 @@ class _Reader:
 
     def _more(self) -> bytes:
         """The buffer with what the socket has added to it (positions in it stay valid)."""
-        try:
+        with _read_errors():
             chunk = self.sock.recv(CHUNK)
-        except TimeoutError as exc:
-            raise redis.TimeoutError("Timeout reading from socket") from exc
-        except OSError as exc:
-            raise redis.ConnectionError(f"Error while reading from socket: {exc}") from exc
-        if not chunk:
-            raise redis.ConnectionError("Connection closed by server.")
+        _check_open(len(chunk))
         self.buf += chunk
         return self.buf
 
@@ -193,14 +205,9 @@ class _Reader:
         return buf
 
     def _into(self, view: memoryview) -> int:
-        try:
+        with _read_errors():
             n = self.sock.recv_into(view)
-        except TimeoutError as exc:
-            raise redis.TimeoutError("Timeout reading from socket") from exc
-        except OSError as exc:
-            raise redis.ConnectionError(f"Error while reading from socket: {exc}") from exc
-        if not n:
-            raise redis.ConnectionError("Connection closed by server.")
+        _check_open(n)
         return n
 
     def replies(self, count: int) -> list[Any]:

@@ -68,12 +68,7 @@ if #items > 0 then
   local messages = call_sliced('HMGET', msg, found)
   picked = within_budget(items, messages, #found, tonumber(ARGV[9]), now)
   if picked then  -- only what the budget takes is read on; the rest stays in `due`, untouched
-    local ids_, items_, messages_ = {}, {}, {}
-    for k, i in ipairs(picked) do
-      ids_[k], messages_[k] = found[i], messages[i]
-      items_[2 * k - 1], items_[2 * k] = items[2 * i - 1], items[2 * i]
-    end
-    found, items, messages = ids_, items_, messages_
+    found, items, messages = picked_only(items, found, messages, picked)
   end
   local keyed = redis.call('HLEN', id_keys) > 0
   local revokes = {}
@@ -110,11 +105,7 @@ if #items > 0 then
   -- The first #found by rank are exactly what the range returned (or the budget took from its
   -- start): no id to pass back to Redis. Removing first also frees memory before anything grows
   -- it (a full store still drains).
-  if picked and picked[#picked] ~= #picked then
-    call_sliced('ZREM', due, found)
-  else
-    redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
-  end
+  remove_taken(due, found, picked)
   local leases, gone, forget, writes, order = {}, {}, {}, {}, {}
   local function write(key, envelope)
     local list = writes[key]

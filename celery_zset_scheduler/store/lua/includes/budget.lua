@@ -39,23 +39,30 @@ local function within_budget(items, values, n, budget, now)
   return taken
 end
 
--- The taken positions out of `due`: by rank when they are the range's first ones (one command,
--- no ids sent back), else by id. Returns the taken ids, range items and values.
-local function take_from_due(due, items, found, values, picked)
-  if not picked then
-    redis.call('ZREMRANGEBYRANK', due, 0, #found - 1)
-    return found, items, values
-  end
+-- Only the picked positions of the range's ids, items (id, score, ...) and values.
+local function picked_only(items, found, values, picked)
   local ids, kept_items, kept_values = {}, {}, {}
   for k, i in ipairs(picked) do
     ids[k] = found[i]
     kept_items[2 * k - 1], kept_items[2 * k] = items[2 * i - 1], items[2 * i]
     kept_values[k] = values[i]
   end
-  if picked[#picked] == #picked then
-    redis.call('ZREMRANGEBYRANK', due, 0, #picked - 1)
-  else
-    call_sliced('ZREM', due, ids)
-  end
   return ids, kept_items, kept_values
+end
+
+-- The taken ids out of `due`: by rank when they are the range's first ones (one command, no ids
+-- sent back), else by id. `picked` as within_budget returns it (nil: all of them).
+local function remove_taken(due, ids, picked)
+  if picked and picked[#picked] ~= #picked then
+    call_sliced('ZREM', due, ids)
+  else
+    redis.call('ZREMRANGEBYRANK', due, 0, #ids - 1)
+  end
+end
+
+-- The taken entries out of `due`, and their ids, range items and values.
+local function take_from_due(due, items, found, values, picked)
+  if picked then found, items, values = picked_only(items, found, values, picked) end
+  remove_taken(due, found, picked)
+  return found, items, values
 end
