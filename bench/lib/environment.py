@@ -25,6 +25,7 @@ from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer
 
 TASK_NAME = "zbench.add"
+STAMP_NAME = "zbench.stamp"  # (tag, due, pad=""): records its start (bench.lib.worker_app)
 
 
 @dataclass
@@ -110,6 +111,10 @@ def _make_app(name: str, broker_url: str, queue: str, conf: dict[str, Any]) -> C
     @app.task(name=TASK_NAME, shared=False)
     def add(x: int, y: int) -> int:
         return x + y
+
+    @app.task(name=STAMP_NAME, shared=False)
+    def stamp(tag: str, due: float, pad: str = "") -> None:  # run by bench.lib.worker_app's workers
+        raise NotImplementedError
 
     return app
 

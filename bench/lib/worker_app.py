@@ -2,17 +2,22 @@
 
 Configured from the environment by the parent (``bench.lib.rss``): ``ZBENCH_BROKER``,
 ``ZBENCH_QUEUE``, and with ``ZBENCH_STORE``/``ZBENCH_PREFIX`` set the plugin is installed.
+``zbench.stamp`` records when it started, relative to its due time, in the broker's Redis list
+``ZBENCH_RESULTS`` (``bench.lib.mix``).
 """
 
 from __future__ import annotations
 
 import os
+import time
+from functools import cache
 
+import redis
 from celery import Celery
 
 from celery_zset_scheduler.celery.install import install
 
-from .environment import TASK_NAME
+from .environment import STAMP_NAME, TASK_NAME
 
 app = Celery("zbench-worker", set_as_current=True)
 app.conf.update({
@@ -26,6 +31,16 @@ app.conf.update({
 @app.task(name=TASK_NAME)
 def add(x: int, y: int) -> int:
     return x + y
+
+
+@cache
+def _results() -> redis.Redis:
+    return redis.Redis.from_url(os.environ["ZBENCH_BROKER"])
+
+
+@app.task(name=STAMP_NAME)
+def stamp(tag: str, due: float, pad: str = "") -> None:
+    _results().rpush(os.environ["ZBENCH_RESULTS"], f"{tag} {time.time() - due:.4f}")
 
 
 if os.environ.get("ZBENCH_STORE"):
