@@ -229,7 +229,7 @@ class Demo:
         self.client.delete(*keys)
         for shard in range(store.shards):
             sk = store.keys.shard(shard)
-            store.client.delete(sk.due, sk.msg, sk.inflight, sk.lock, sk.epoch, sk.wake)
+            store.client.delete(sk.due, sk.msg, sk.big, sk.inflight, sk.lock, sk.epoch, sk.wake)
         store.client.delete(store.keys.meta, store.keys.members)
 
     def remove_logs(self, succeeded: bool) -> None:

@@ -85,7 +85,8 @@ class BenchEnv:
         for s in range(keys.shards):
             sk = keys.shard(s)
             names += [sk.shared_old, sk.shared_grave, sk.shared_gc]
-            names += [sk.due, sk.msg, sk.shared, sk.inflight, sk.lock, sk.epoch, sk.wake, sk.pending_keys, sk.id_keys]
+            names += [sk.due, sk.msg, sk.big, sk.shared, sk.inflight, sk.lock, sk.epoch, sk.wake, sk.pending_keys,
+                      sk.id_keys]
             names += [sk.periodic_names, sk.periodic_defs, sk.periodic_plan, sk.periodic_state, sk.periodic_tpl,
                       sk.periodic_next, sk.periodic_run, sk.periodic_wake]
         names += [keys.periodic_config, keys.periodic_sync]

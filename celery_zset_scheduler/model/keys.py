@@ -60,6 +60,7 @@ class ShardKeys:
     shard: int
     due: str  # ZSET id -> due time (ms)
     msg: str  # HASH id -> encoded message
+    big: str  # HASH id -> 1 for a `msg` value over 64 KB: the claim sizes it before it reads it (budget.lua)
     shared: str  # HASH id -> the prefix of encoded messages many entries share (store/shared.py)
     shared_old: str  # HASH the prefixes `shared` held when a collection began (store/shared_gc.py)
     shared_grave: str  # HASH the prefixes no value referred to in the last collection, read until the next ends
@@ -172,6 +173,7 @@ class KeySpace:
             shard=shard,
             due=f"{tag}:due",
             msg=f"{tag}:msg",
+            big=f"{tag}:big",
             shared=f"{tag}:shared",
             shared_old=f"{tag}:shared:old",
             shared_grave=f"{tag}:shared:grave",

@@ -24,9 +24,10 @@ from .shared import Shared
 from .values import UNSTAMPED, Arrival, arrivals_of, messages_of, split_all
 
 CLAIM = ScriptDef(
-    "claim", ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen"),
+    "claim",
+    ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen", "big"),
 )
-ACK = ScriptDef("ack", ("inflight", "msg", "due", "pending_keys", "id_keys"))
+ACK = ScriptDef("ack", ("inflight", "msg", "due", "pending_keys", "id_keys", "big"))
 RELEASE = ScriptDef("release", ("inflight", "due"))
 REAP = ScriptDef("reap", ("inflight", "due", "msg", "lock", "epoch"))
 
@@ -109,7 +110,7 @@ def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_w
 def parse_claim(reply: Any, shard: int, shared: Shared | None) -> ClaimResult:
     """A claim script's reply; an 11th element (claim_built's) numbers the entries built, a 12th
     holds the stamps of all (its scores and numbers may come as one comma-separated string each:
-    store/lua/claim_built-13.lua). Made column by column, each entry's named tuple in C (a claim
+    store/lua/claim_built-14.lua). Made column by column, each entry's named tuple in C (a claim
     returns up to a batch of entries)."""
     if int(reply[0]) == 0:
         return ClaimResult(True, 0, None, [])

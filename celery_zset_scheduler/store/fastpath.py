@@ -25,7 +25,7 @@ from .values import split
 FAST_PUSH = ScriptDef(
     "fast_push",
     ("due", "msg", "inflight", "lock", "epoch", "pending_keys", "id_keys", "wake", "revoked", "revoked_gen",
-     "shared", "shared_old", "shared_grave"),
+     "shared", "shared_old", "shared_grave", "big"),
     variadic=True,
 )
 

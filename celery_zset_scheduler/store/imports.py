@@ -11,7 +11,7 @@ from ..model.ids import member
 from .pending import Store
 from .scripts import Call, ScriptDef
 
-IMPORT = ScriptDef("import", ("due", "msg", "wake", "imported"))
+IMPORT = ScriptDef("import", ("due", "msg", "wake", "imported", "big"))
 #: How long a shard remembers the ids imported into it: longer than any run of the command.
 KEEP_MS = 7 * 86_400_000
 
@@ -39,7 +39,7 @@ def import_entries(store: Store, entries: Sequence[Importing]) -> list[ImportSta
         for n in indexes:
             args += (member(entries[n].task_id), int(entries[n].due_ms), entries[n].payload)
         call: Call[list[ImportStatus]] = IMPORT.call_with(
-            (sk.due, sk.msg, sk.wake, store.keys.imported(shard)), args, _parse)
+            (sk.due, sk.msg, sk.wake, store.keys.imported(shard), sk.big), args, _parse)
         statuses: list[ImportStatus] = store.scripts.run(call)
         for n, status in zip(indexes, statuses, strict=True):
             out[n] = status

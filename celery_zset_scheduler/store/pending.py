@@ -39,7 +39,7 @@ LAYOUT_TRIES = 3
 # one call never blocks Redis for long (about a millisecond).
 CHUNK = 500
 
-CANCEL = ScriptDef("cancel", ("due", "msg", "inflight", "pending_keys", "id_keys"))
+CANCEL = ScriptDef("cancel", ("due", "msg", "inflight", "pending_keys", "id_keys", "big"))
 GET = ScriptDef("get", ("due", "inflight", "msg"))
 PAGE = ScriptDef("page", ("due", "msg"))
 RESCHEDULE = ScriptDef("reschedule", ("due", "wake"))

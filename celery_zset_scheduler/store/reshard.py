@@ -23,9 +23,9 @@ from ..model.ids import task_id_of
 from ..model.keys import KeySpace
 from .scripts import Call, ScriptDef, as_bool, as_int
 
-TAKE = ScriptDef("reshard_take", ("due", "msg", "id_keys", "moving", "moving_msg"))
+TAKE = ScriptDef("reshard_take", ("due", "msg", "id_keys", "moving", "moving_msg", "big"))
 HELD = ScriptDef("reshard_held", ("moving", "moving_msg", "id_keys"))
-PUT = ScriptDef("reshard_put", ("due", "msg", "wake", "pending_keys", "id_keys", "moved_in"))
+PUT = ScriptDef("reshard_put", ("due", "msg", "wake", "pending_keys", "id_keys", "moved_in", "big"))
 DROP = ScriptDef("reshard_drop", ("due", "moving", "moving_msg", "pending_keys", "id_keys"))
 PERIODIC_TAKE = ScriptDef("reshard_periodic_take", (
     "periodic_names", "periodic_defs", "periodic_plan", "periodic_state", "periodic_tpl", "periodic_next",

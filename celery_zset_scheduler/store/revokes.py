@@ -27,7 +27,9 @@ from .client import is_cluster
 from .pending import CHUNK, Store
 from .scripts import Call, ScriptDef
 
-REVOKE = ScriptDef("revoke", ("due", "msg", "inflight", "pending_keys", "id_keys", "revoked", "revoked_gen"))
+REVOKE = ScriptDef(
+    "revoke", ("due", "msg", "inflight", "pending_keys", "id_keys", "revoked", "revoked_gen", "big"),
+)
 
 #: ``cancelled``: was pending, removed; ``inflight``: was being published, removed and recorded;
 #: ``recorded``: not in the store (handed to the broker, running, or unknown), recorded.

@@ -13,7 +13,7 @@ from ..model.ids import member, task_id_of
 from ..model.keys import KeySpace
 from .scripts import Call, ScriptDef
 
-SCHEDULE = ScriptDef("schedule", ("due", "msg", "wake", "pending_keys", "id_keys", "layout"))
+SCHEDULE = ScriptDef("schedule", ("due", "msg", "wake", "pending_keys", "id_keys", "layout", "big"))
 #: How the schedule script refuses a call routed with a shard count its shard no longer takes.
 LAYOUT_REFUSAL = "ZSET_LAYOUT"
 #: Arguments each entry adds after the leading ones: id, due ms, message, idempotency key.

@@ -40,7 +40,8 @@ def test_replace_overwrites_a_pending_entry(store: Store) -> None:
 
 def test_keys_are_one_hash_slot_per_shard(store: Store) -> None:
     sk = store.keys.shard(3)
-    for key in (sk.due, sk.msg, sk.shared, sk.inflight, sk.lock, sk.epoch, sk.wake, sk.pending_keys, sk.id_keys):
+    for key in (sk.due, sk.msg, sk.big, sk.shared, sk.inflight, sk.lock, sk.epoch, sk.wake, sk.pending_keys,
+                sk.id_keys):
         assert key.startswith("{zt:3}:")
 
 

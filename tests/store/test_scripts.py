@@ -63,7 +63,7 @@ def test_every_script_compiles_on_redis(r: redis.Redis) -> None:
 
 
 def test_wrong_key_count_is_refused(r: redis.Redis) -> None:
-    with pytest.raises(TypeError, match="claim.lua takes 10 keys, got 2"):
+    with pytest.raises(TypeError, match="claim.lua takes 11 keys, got 2"):
         Scripts(r).run(Call("claim", ("a", "b"), (), lambda reply: reply))
 
 

@@ -137,7 +137,7 @@ def test_the_scan_waits_while_a_reshard_moves_entries_and_starts_over_after(stor
     sk = store.keys.shard(shard)
     begin(store, shard, 10)
     assert store.scripts.run(step_call(store.keys, shard, 0, 10)).phase == "scanned"
-    # A reshard's take moves an entry from `msg` to `moving_msg` (reshard_take-5.lua).
+    # A reshard's take moves an entry from `msg` to `moving_msg` (reshard_take-6.lua).
     r.zadd(sk.moving, {"m-moving": FAR})
     r.hset(sk.moving_msg, "m-moving", r.hget(sk.msg, ids[0]) or b"")
     for _ in range(3):

@@ -41,7 +41,7 @@ def routed_types() -> tuple[str, ...]:
 
 
 ROUTED_TYPES = routed_types()
-FIRST_KEY = len(FAST_PUSH.keys) + 1  # the script's own keys come first (KEYS[1..11])
+FIRST_KEY = len(FAST_PUSH.keys) + 1  # the script's own keys come first (KEYS[1..14])
 
 
 T = TypeVar("T")

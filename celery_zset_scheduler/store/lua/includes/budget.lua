@@ -5,18 +5,13 @@
 -- entry bigger than the whole budget goes in a batch of its own: passed over while smaller
 -- entries are due with it (they go out first, never behind it), taken alone once none is, or once
 -- it is BIG_WAIT_MS late (a steady backlog of small ones does not hold it back for ever).
--- `items` is the range's reply (id, score, ...), `values` the stored values (nil: an orphan).
+-- `items` is the range's reply (id, score, ...), `sizes` the stored bytes of each entry.
 -- Returns nil when every entry fits (the common case), else the positions taken, in order.
 local BIG_WAIT_MS = 1000
-local function within_budget(items, values, n, budget, now)
+local function within_budget(items, sizes, n, budget, now)
   if not budget then return nil end
-  local sizes, total = {}, 0
-  for i = 1, n do
-    local v = values[i]
-    local size = v and #v or 0
-    sizes[i] = size
-    total = total + size
-  end
+  local total = 0
+  for i = 1, n do total = total + sizes[i] end
   if total <= budget then return nil end
   local any_small = false
   for i = 1, n do
@@ -37,6 +32,46 @@ local function within_budget(items, values, n, budget, now)
     end
   end
   return taken
+end
+
+local function sizes_of(values, n)
+  local sizes = {}
+  for i = 1, n do
+    local v = values[i]
+    sizes[i] = v and #v or 0
+  end
+  return sizes
+end
+
+-- The stored values of the range's ids (false: an orphan) and the positions the budget takes
+-- (nil: all of them). A value marked big (big.lua) is sized with HSTRLEN and read only when it is
+-- taken; with no mark in the shard (the common case) it is one HMGET, as without a budget.
+local function read_within_budget(msg, big, items, found, budget, now)
+  local n = #found
+  if not budget or redis.call('EXISTS', big) == 0 then
+    local values = call_sliced('HMGET', msg, found)
+    return values, budget and within_budget(items, sizes_of(values, n), n, budget, now)
+  end
+  local marks = call_sliced('HMGET', big, found)
+  local values, sizes, unmarked, at = {}, {}, {}, {}
+  for i = 1, n do
+    if marks[i] then
+      values[i], sizes[i] = false, redis.call('HSTRLEN', msg, found[i])
+    else
+      unmarked[#unmarked + 1], at[#at + 1] = found[i], i
+    end
+  end
+  local read = call_sliced('HMGET', msg, unmarked)
+  for k, i in ipairs(at) do
+    values[i] = read[k]
+    sizes[i] = read[k] and #read[k] or 0
+  end
+  local picked = within_budget(items, sizes, n, budget, now)
+  for k = 1, picked and #picked or n do
+    local i = picked and picked[k] or k
+    if marks[i] and sizes[i] > 0 then values[i] = redis.call('HGET', msg, found[i]) end
+  end
+  return values, picked
 end
 
 -- Only the picked positions of the range's ids, items (id, score, ...) and values.

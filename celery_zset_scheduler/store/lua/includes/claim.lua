@@ -1,4 +1,4 @@
--- The claim of claim-10.lua, shared with claim_built-13.lua: KEYS[1..10] and ARGV[1..6] as that
+-- The claim of claim-11.lua, shared with claim_built-14.lua: KEYS[1..11] and ARGV[1..6] as that
 -- script's header names them, `budget` the most stored bytes one claim takes (budget.lua; nil:
 -- no limit). Returns nil when fenced, else what both scripts return: the claim time, the next
 -- due score (or nil), the claimed ids with their scores and stored values, the lease deadline,
@@ -9,9 +9,10 @@
 --- @include "live_revokes"
 --- @include "plan_wake"
 --- @include "budget"
+--- @include "big"
 local function claim_due(budget)
   local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-  local pending_keys, id_keys, wake, revoked = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+  local pending_keys, id_keys, wake, revoked, big = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[11]
 
   if redis.call('GET', lock) ~= ARGV[1] or redis.call('GET', epoch) ~= ARGV[2] then
     return nil
@@ -27,8 +28,7 @@ local function claim_due(budget)
   if #items > 0 then
     local found = {}
     for i = 1, #items, 2 do found[#found + 1] = items[i] end
-    local messages = call_sliced('HMGET', msg, found)
-    local picked = within_budget(items, messages, #found, budget, now)
+    local messages, picked = read_within_budget(msg, big, items, found, budget, now)
     left = picked ~= nil
     found, items, messages = take_from_due(due, items, found, messages, picked)
     local leases = {}
@@ -42,6 +42,7 @@ local function claim_due(budget)
       elseif revokes[i] then
         dropped[#dropped + 1] = found[i]
         redis.call('HDEL', msg, found[i])
+        unmark_big(big, {found[i]})
         if keyed then forget_key(pending_keys, id_keys, found[i]) end
       else
         ids[#ids + 1] = found[i]

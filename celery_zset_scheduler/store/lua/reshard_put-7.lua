@@ -9,6 +9,7 @@
   KEYS[4] pending_keys  HASH idempotency key -> pending id
   KEYS[5] id_keys       HASH id -> idempotency key
   KEYS[6] moved_in      HASH id -> digest of the value a move put here
+  KEYS[7] big           HASH the marks of values over 64 KB (includes/big.lua)
   ARGV[1] wake channel, ARGV[2] shard number
   ARGV[3..] groups of four: id, due ms, stored value (with its arrival stamp), idempotency key ('' for none)
 
@@ -19,8 +20,10 @@
 ]]
 --- @include "wake"
 --- @include "ids"
+--- @include "big"
 
 local due, msg, wake, pending_keys, id_keys, moved_in = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local big = KEYS[7]
 local channel, shard = ARGV[1], ARGV[2]
 local results, earliest = {}, nil
 for i = 3, #ARGV, 4 do
@@ -34,6 +37,7 @@ for i = 3, #ARGV, 4 do
   else
     redis.call('ZADD', due, score, id)
     redis.call('HSET', msg, id, value)
+    mark_big(big, id, value)
     if ikey ~= '' then
       local holder = redis.call('HGET', pending_keys, ikey)
       if not (holder and holder ~= id and redis.call('ZSCORE', due, holder)) then

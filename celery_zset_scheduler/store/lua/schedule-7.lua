@@ -8,6 +8,7 @@
   KEYS[4] pending_keys  HASH idempotency key -> pending id
   KEYS[5] id_keys       HASH id -> idempotency key
   KEYS[6] layout        STRING the shard count writes must be routed with (absent: any)
+  KEYS[7] big           HASH the marks of values over 64 KB (includes/big.lua)
 
   ARGV[1] wake channel, ARGV[2] shard number, ARGV[3] '1' to replace what is pending,
   ARGV[4] the shard count the caller routed with, ARGV[5] '1' when the store may hold members an
@@ -41,8 +42,9 @@
 --- @include "forget_key"
 --- @include "stamp"
 --- @include "ids"
+--- @include "big"
 
-local due, msg, wake, pending_keys, id_keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local due, msg, wake, pending_keys, id_keys, big = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]
 local channel, shard, replace, legacy = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[5] == '1'
 local layout = redis.call('GET', KEYS[6])
 if layout and layout ~= ARGV[4] then
@@ -89,8 +91,10 @@ if batched and count > 0 then
       local score = ARGV[4 * j + 3]
       zadd[#zadd + 1] = score
       zadd[#zadd + 1] = id
+      local value = stamp(arrived, j) .. ARGV[4 * j + 4]
       hset[#hset + 1] = id
-      hset[#hset + 1] = stamp(arrived, j)  .. ARGV[4 * j + 4]
+      hset[#hset + 1] = value
+      mark_big(big, id, value)
       score = tonumber(score)
       if earliest == nil or score < earliest then earliest = score end
       results[j] = 1
@@ -111,6 +115,7 @@ else
         if replace then
           redis.call('ZREM', due, holder)
           redis.call('HDEL', msg, holder)
+          unmark_big(big, {holder})
           forget_key(pending_keys, id_keys, holder)
         else
           result = holder
@@ -123,6 +128,7 @@ else
         if replace then
           redis.call('ZREM', due, text)
           redis.call('HDEL', msg, text)
+          unmark_big(big, {text})
           forget_key(pending_keys, id_keys, text)
           result = 2
         else
@@ -140,7 +146,10 @@ else
       end
       if result ~= 0 then
         redis.call('ZADD', due, score, id)
-        redis.call('HSET', msg, id, stamp(arrived, (i - 6) / 4 + 1) .. payload)
+        local value = stamp(arrived, (i - 6) / 4 + 1) .. payload
+        redis.call('HSET', msg, id, value)
+        if result == 2 then unmark_big(big, {id}) end
+        mark_big(big, id, value)
         if ikey ~= '' then
           redis.call('HSET', pending_keys, ikey, id)
           redis.call('HSET', id_keys, id, ikey)

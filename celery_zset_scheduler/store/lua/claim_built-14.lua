@@ -3,13 +3,13 @@
   the fast path's builder can rebuild exactly (for a Redis broker on another server or database).
 
   KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
-  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen
-  (as claim-10.lua), KEYS[11] shared, KEYS[12] shared_old, KEYS[13] shared_grave (the shard's
-  shared prefixes: store/shared.py, store/shared_gc.py).
-  ARGV[1..6] as claim-10.lua, ARGV[7] the route table (fast_push-13.lua's, its list indexes
+  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen,
+  KEYS[11] big (as claim-11.lua), KEYS[12] shared, KEYS[13] shared_old, KEYS[14] shared_grave (the
+  shard's shared prefixes: store/shared.py, store/shared_gc.py).
+  ARGV[1..6] as claim-11.lua, ARGV[7] the route table (fast_push-14.lua's, its list indexes
   naming the broker's lists of the caller's own table instead of KEYS, and no exchanges: bindings
   live on the broker), ARGV[8] this call's delivery tag prefix, ARGV[9] most stored bytes to claim
-  (as claim-10.lua's ARGV[7]).
+  (as claim-11.lua's ARGV[7]).
 
   The claim is the claim script's: every entry moves from `due` to `inflight` with a lease, and is
   forgotten only by the ack after the caller published it (I1, I2). The builder only reads (the
@@ -38,7 +38,7 @@ local ids, payloads, lists, stamps = c.ids, c.payloads, {}, {}
 local UNSTAMPED = '\1' .. string.rep('\0', 10)
 
 -- Every write is done: from here on only reads, and an error leaves the entry as stored.
-local env = new_envelopes(cjson.decode(ARGV[7]), ARGV[8], {KEYS[11], KEYS[12], KEYS[13]})
+local env = new_envelopes(cjson.decode(ARGV[7]), ARGV[8], {KEYS[12], KEYS[13], KEYS[14]})
 local built, targets_of = env.build_all(ids, payloads, #ids)
 for i = 1, #ids do
   lists[i] = 0

@@ -8,6 +8,7 @@
   KEYS[2] msg       HASH id -> encoded message
   KEYS[3] wake      STRING the leader's planned wake-up (ms)
   KEYS[4] imported  HASH id -> due ms of every id imported (expires ARGV[3] ms after the last import)
+  KEYS[5] big       HASH the marks of values over 64 KB (includes/big.lua)
 
   ARGV[1] wake channel, ARGV[2] shard number, ARGV[3] how long the import records are kept (ms)
   ARGV[4..] groups of three: member (model/ids.py), due ms, message; a packed id counts as
@@ -21,8 +22,9 @@
 --- @include "wake"
 --- @include "stamp"
 --- @include "ids"
+--- @include "big"
 
-local due, msg, wake, imported = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local due, msg, wake, imported, big = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local channel, shard, keep_ms = ARGV[1], ARGV[2], ARGV[3]
 local results = {}
 local earliest = nil
@@ -38,7 +40,9 @@ for i = 4, #ARGV, 3 do
     results[#results + 1] = 0
   else
     redis.call('ZADD', due, score, id)
-    redis.call('HSET', msg, id, stamp(arrived, (i - 4) / 3 + 1) .. payload)
+    local value = stamp(arrived, (i - 4) / 3 + 1) .. payload
+    redis.call('HSET', msg, id, value)
+    mark_big(big, id, value)
     redis.call('HSET', imported, id, ARGV[i + 1])
     if earliest == nil or score < earliest then earliest = score end
     results[#results + 1] = 1

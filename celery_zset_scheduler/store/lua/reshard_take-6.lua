@@ -8,12 +8,15 @@
   KEYS[3] id_keys      HASH id -> idempotency key (read; kept until the entry is dropped)
   KEYS[4] moving       ZSET id -> due ms: entries taken, not yet dropped
   KEYS[5] moving_msg   HASH id -> their stored values
+  KEYS[6] big          HASH the marks of values over 64 KB (includes/big.lua; the put marks them again)
   ARGV[1..] ids
 
   Returns one {id, due ms, stored value or false (an id without its message), idempotency key or
   false} per id taken; ids no longer pending are left out.
 ]]
-local due, msg, id_keys, moving, moving_msg = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+--- @include "big"
+
+local due, msg, id_keys, moving, moving_msg, big = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local taken = {}
 for i = 1, #ARGV do
   local id = ARGV[i]
@@ -22,6 +25,7 @@ for i = 1, #ARGV do
     local value = redis.call('HGET', msg, id)
     redis.call('ZREM', due, id)
     redis.call('HDEL', msg, id)
+    unmark_big(big, {id})
     redis.call('ZADD', moving, score, id)
     if value then redis.call('HSET', moving_msg, id, value) end
     taken[#taken + 1] = {id, score, value or false, redis.call('HGET', id_keys, id) or false}

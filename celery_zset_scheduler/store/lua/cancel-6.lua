@@ -1,7 +1,7 @@
 --[[
   Cancel entries of one shard.
 
-  KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] pending_keys, KEYS[5] id_keys
+  KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] pending_keys, KEYS[5] id_keys, KEYS[6] big
   ARGV members (model/ids.py: a canonical UUID packed; its text, which an older version stored,
   is looked for too)
   Returns one value per id: 1 cancelled, -1 in flight (being published: too late to cancel here),
@@ -9,11 +9,13 @@
 ]]
 --- @include "forget_key"
 --- @include "ids"
+--- @include "big"
 
-local due, msg, inflight, pending_keys, id_keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local due, msg, inflight, pending_keys, id_keys, big = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local function cancel(id)
   if redis.call('ZREM', due, id) == 1 then
     redis.call('HDEL', msg, id)
+    unmark_big(big, {id})
     forget_key(pending_keys, id_keys, id)
     return 1
   elseif redis.call('ZSCORE', inflight, id) then

@@ -2,7 +2,8 @@
   Claim due entries of one shard for publishing (leader only).
 
   KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
-  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen
+  KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen,
+  KEYS[11] big (the marks of values over 64 KB: includes/big.lua)
   ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to claim, ARGV[4] lease (ms),
   ARGV[5] longest the leader waits before claiming again (ms), ARGV[6] ttl of the wake key (ms),
   ARGV[7] most stored bytes to claim (includes/budget.lua: a bigger entry goes alone; absent: no limit)
@@ -10,7 +11,8 @@
   Fencing (I3): refuses unless the lock still holds this token and the epoch is unchanged.
   Due means due by the Redis server's clock (I5). Each claimed id moves from `due` to `inflight`
   with a lease deadline, so a crash before the ack returns it to `due` (reap), never loses it.
-  The whole batch costs a fixed number of calls (ZREM, HMGET, ZADD of all ids at once). The
+  The whole batch costs a fixed number of calls (ZREM, HMGET, ZADD of all ids at once), plus an
+  HSTRLEN and an HGET a marked big value. The
   in-flight score (the lease deadline) identifies this claim: ack and release only act on an id
   whose score still matches, so running either twice (a lost reply) cannot touch a later claim.
   Idempotency-key bookkeeping stays until the ack, so a reaped or released entry keeps its key.

@@ -6,6 +6,7 @@
   KEYS[6] revoked  ZSET id -> expiry (ms) of the revoke record
   KEYS[7] revoked_gen  STRING counter, INCR on every call that records: a dispatcher holding
           entries claimed at an earlier count reads the records of its batch again before it publishes
+  KEYS[8] big  HASH the marks of values over 64 KB (includes/big.lua)
   ARGV[1] revoke channel, ARGV[2] ttl of a record (ms), ARGV[3] most records kept in this shard,
   ARGV[4] '1' to record ids this shard does not hold ('0': the caller looks in other shards first),
   ARGV[5..] members (model/ids.py): the record is written under the member as given (a
@@ -27,9 +28,10 @@
 --- @include "now"
 --- @include "forget_key"
 --- @include "ids"
+--- @include "big"
 
 local due, msg, inflight, pending_keys, id_keys, revoked = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local revoked_gen = KEYS[7]
+local revoked_gen, big = KEYS[7], KEYS[8]
 local ttl, most, record_unknown = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local now = now_ms()
 local results, recorded = {}, {}
@@ -39,6 +41,7 @@ local function take(id)
   local flying = redis.call('ZREM', inflight, id) == 1
   if pending or flying then
     redis.call('HDEL', msg, id)
+    unmark_big(big, {id})
     forget_key(pending_keys, id_keys, id)
   end
   return pending, flying

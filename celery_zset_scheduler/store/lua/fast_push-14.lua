@@ -4,8 +4,8 @@
   KEYS[1] due, KEYS[2] msg, KEYS[3] inflight, KEYS[4] lock, KEYS[5] epoch,
   KEYS[6] pending_keys, KEYS[7] id_keys, KEYS[8] wake, KEYS[9] revoked, KEYS[10] revoked_gen,
   KEYS[11] shared, KEYS[12] shared_old, KEYS[13] shared_grave (the shard's shared prefixes:
-  store/shared.py, store/shared_gc.py),
-  then the broker's keys the dispatcher allows (KEYS[14..]: queue lists and binding sets, named by
+  store/shared.py, store/shared_gc.py), KEYS[14] big (the marks of values over 64 KB: includes/big.lua),
+  then the broker's keys the dispatcher allows (KEYS[15..]: queue lists and binding sets, named by
   position in the route table of ARGV[7]).
   ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to take, ARGV[4] lease (ms),
   ARGV[5] longest the leader waits before coming again (ms), ARGV[6] ttl of the wake key (ms),
@@ -41,11 +41,13 @@
 --- @include "live_revokes"
 --- @include "plan_wake"
 --- @include "budget"
+--- @include "big"
 --- @include "ids"
 --- @include "envelope"
 
 local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pending_keys, id_keys, wake, revoked, revoked_gen = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local big = KEYS[14]
 
 if redis.call('GET', lock) ~= ARGV[1] or redis.call('GET', epoch) ~= ARGV[2] then
   return {0}
@@ -65,8 +67,8 @@ if #items > 0 then
   -- that has already taken entries out of `due` (Redis does not roll a script back).
   local found = {}
   for i = 1, #items, 2 do found[#found + 1] = items[i] end
-  local messages = call_sliced('HMGET', msg, found)
-  picked = within_budget(items, messages, #found, tonumber(ARGV[9]), now)
+  local messages
+  messages, picked = read_within_budget(msg, big, items, found, tonumber(ARGV[9]), now)
   if picked then  -- only what the budget takes is read on; the rest stays in `due`, untouched
     found, items, messages = picked_only(items, found, messages, picked)
   end
@@ -140,7 +142,10 @@ if #items > 0 then
     end
   end
   for _, key in ipairs(order) do call_sliced('LPUSH', KEYS[key], writes[key]) end
-  if #gone > 0 then call_sliced('HDEL', msg, gone) end
+  if #gone > 0 then
+    call_sliced('HDEL', msg, gone)
+    unmark_big(big, gone)
+  end
   if #leases > 0 then call_sliced('ZADD', inflight, leases) end
   if keyed then
     for _, id in ipairs(forget) do forget_key(pending_keys, id_keys, id) end

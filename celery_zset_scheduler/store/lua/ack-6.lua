@@ -1,7 +1,7 @@
 --[[
   Forget entries that were published.
 
-  KEYS[1] inflight, KEYS[2] msg, KEYS[3] due, KEYS[4] pending_keys, KEYS[5] id_keys
+  KEYS[1] inflight, KEYS[2] msg, KEYS[3] due, KEYS[4] pending_keys, KEYS[5] id_keys, KEYS[6] big
   ARGV pairs: id, the lease deadline (ms) its claim returned
 
   Not fenced on purpose: a message that was published must not be published again, whoever leads
@@ -12,8 +12,9 @@
 ]]
 --- @include "forget_key"
 --- @include "call_sliced"
+--- @include "big"
 
-local inflight, msg, due, pending_keys, id_keys = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local inflight, msg, due, pending_keys, id_keys, big = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ids, deadlines = {}, {}
 for i = 1, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
@@ -35,6 +36,7 @@ for i = 1, #mine do
 end
 if #done > 0 then
   call_sliced('HDEL', msg, done)
+  unmark_big(big, done)
   if redis.call('HLEN', id_keys) > 0 then
     for i = 1, #done do forget_key(pending_keys, id_keys, done[i]) end
   end
