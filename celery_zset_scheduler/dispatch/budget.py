@@ -1,4 +1,8 @@
-"""The byte budget of one publish call: a pass's entries in calls of at most ``budget`` bytes.
+"""The publish calls of a pass: at most a batch of entries and ``budget`` bytes each.
+
+A pass hands over every shard's batch, and the hand-off acknowledges each call in the store before
+it writes the next (:mod:`.generic`): a call of at most one batch is what a dispatcher paused past
+its lease can have published and not acknowledged, whatever the number of shards it leads.
 
 The claim scripts take at most the budget per shard and claim an entry bigger than it alone
 (``store/lua/includes/budget.lua``), but one pass hands over every shard's batch at once: a few
@@ -16,11 +20,12 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def in_budget(items: Sequence[T], budget: int, size: Callable[[T], int]) -> list[list[T]]:
-    """``items`` in publish calls: one call when they fit (the common case), else calls of at most
-    ``budget`` bytes in order, then each item bigger than ``budget`` alone."""
+def in_budget(items: Sequence[T], budget: int, size: Callable[[T], int], most: int) -> list[list[T]]:
+    """``items`` in publish calls: one call when they fit (the common case: one shard's batch),
+    else calls of at most ``most`` items and ``budget`` bytes in order, then each item bigger than
+    ``budget`` alone."""
     sizes = [size(i) for i in items]
-    if sum(sizes) <= budget:
+    if len(items) <= most and sum(sizes) <= budget:
         return [list(items)] if items else []
     calls: list[list[T]] = []
     big: list[list[T]] = []
@@ -30,7 +35,7 @@ def in_budget(items: Sequence[T], budget: int, size: Callable[[T], int]) -> list
         if n > budget:
             big.append([item])
             continue
-        if current and used + n > budget:
+        if current and (used + n > budget or len(current) >= most):
             calls.append(current)
             current, used = [], 0
         current.append(item)

@@ -81,6 +81,7 @@ class BuiltHandOff(GenericHandOff):
         super().settle(acks=acks, releasing=releasing)
 
     def _claim(self, fences: Sequence[Fence]) -> tuple[Pass, list[Claim], list[tuple[int, int]]]:
+        self._collect_acks()
         ahead, self._ahead = self._ahead, None
         found = super()._claim(fences) if ahead is None else self._claimed_ahead(ahead, fences)
         passed = found[0]

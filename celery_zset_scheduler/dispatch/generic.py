@@ -10,12 +10,15 @@ Each step returns what the next one needs:
    claim's Redis time are held for the next pass (a later claim in the same round trip may have
    read a later clock: publishing them now could put them ahead of an entry that claim missed),
    as are those due at or after the earliest pending entry of a shard left out of the pass;
-4. **publish** through a :class:`~.handoff.Publisher`, which checks each shard's lease and the
-   revoke records of the batch at the moment of hand-off (:class:`LeaseGuard`; in a backlog on
-   the built lane, the first check of a pass uses the counts read before the next claim was sent
-   ahead, :mod:`.built`);
-5. **settle the report**: refused messages dead-lettered, published ones counted and acked (with
-   the next claim), lapsed, unconfirmed and unpublished ones released to ``due``, revoked ones dropped.
+4. **publish** through a :class:`~.handoff.Publisher`, in calls of at most a batch (and the byte
+   budget: :mod:`.budget`), each checking each shard's lease and the revoke records of the call at
+   the moment of hand-off (:class:`LeaseGuard`; in a backlog on the built lane, with the counts read
+   before the next claim was sent ahead, :mod:`.built`);
+5. **settle the report**: refused messages dead-lettered, published ones counted and acked,
+   lapsed, unconfirmed and unpublished ones released to ``due``, revoked ones dropped. The acks of
+   a call are sent to the store before the next call is written (their replies are read with the
+   next claim's), and those of a pass's last call go with the next claim: a dispatcher paused at
+   any moment has at most one call, one batch, published and not acknowledged.
 
 Entries with a revoke record are dropped by the claim script itself (I10); the ``revoked`` hook
 hears of every id dropped either way.
@@ -36,7 +39,7 @@ from ..errors import PoisonMessage
 from ..model.codec import StoredMessage, decode
 from ..model.letters import DeadLetter
 from ..model.logs import describe, log_event
-from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
+from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence, Receive
 from ..store.revokes import changed_since, revoked_among
 from .budget import in_budget
 from .handoff import Built, Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
@@ -144,9 +147,11 @@ class GenericHandOff:
         self.publisher = publisher
         self.check = check
         self.on_revoked = revoked
-        # Published, not yet acked: acked with the next claim (one round trip less per pass) or
-        # before sleeping, whichever comes first; kept across a Redis outage until acked.
+        # Published, not yet acked: acked before the next publish call is written, with the next
+        # claim (one round trip less per pass), or before sleeping, whichever comes first; kept
+        # across a Redis outage until acked.
         self._to_ack: list[Claimed] = []
+        self._acks_sent: list[tuple[Receive, list[Claimed]]] = []  # their replies not read yet
         self._unreleased: list[Claimed] = []
         self._held: list[Item] = []  # claimed, due after a pass's cutoff: published with the next one
         self._retry: set[int] = set()  # shards to claim again at once
@@ -184,21 +189,60 @@ class GenericHandOff:
         for shard, gen in set(map(_SHARD_GEN, ready)):  # a few pairs: the claims in the batch
             gens[shard] = min(gen, gens.get(shard, gen))
         fences = dict(zip(map(_SHARD, map(_ENTRY, ready)), map(_FENCE, ready), strict=True))
-        counts, self._counts_read = self._counts_read, None  # for the pass's first check only
-        return LeaseGuard(self.env, fences, gens, counts)
+        # The counts read before the next claim was sent ahead serve every call of the pass: a
+        # read now would wait in Redis behind that claim (a revoke since is held by the worker).
+        return LeaseGuard(self.env, fences, gens, self._counts_read)
 
     def _hand_over_in_budget(self, ready: list[Item]) -> BaseException | None:
-        """``ready`` in publish calls within the byte budget (:mod:`.budget`); after an outage
-        the calls not made go back to ``due``."""
-        calls = in_budget(ready, self.env.config.batch_bytes, item_bytes)
+        """``ready`` in publish calls of at most a batch within the byte budget (:mod:`.budget`),
+        the acks of each sent before the next is written; after an outage the calls not made go
+        back to ``due``."""
+        config = self.env.config
+        calls = in_budget(ready, config.batch_bytes, item_bytes, config.batch_size)
         for n, call in enumerate(calls):
             if n:
                 self.env.keep_alive()
+                error = self._ack_now()
+                if error is not None:  # this call and the rest go back unpublished
+                    self._release([i.entry for later in calls[n:] for i in later])
+                    return error
             error = self._hand_over(call)
-            if error is not None:
+            if error is not None:  # the call's unpublished part went back with its report
                 self._release([i.entry for later in calls[n + 1:] for i in later])
                 return error
         return None
+
+    def _ack_now(self) -> BaseException | None:
+        """Send the acks of what is published so far, before the next publish call is written (so
+        at most one call is ever published and not acked); their replies are read with the next
+        claim's. Where calls cannot be sent ahead (a cluster) they run now. The error that stops
+        the pass, if any (the acks then stay owed, and go with the next claim)."""
+        acks, self._to_ack = self._to_ack, []
+        if not acks:
+            return None
+        claims = self.env.claims
+        try:
+            receive = claims.begin_after_acks(acks, [])
+            if receive is not None:
+                self._acks_sent.append((receive, acks))
+            elif claims.store.clustered:
+                self._to_ack = claims.ack_each(acks)
+            else:
+                claims.ack(acks)
+        except (redis.RedisError, OSError) as exc:
+            self._to_ack = acks + self._to_ack
+            return exc
+        return None
+
+    def _collect_acks(self) -> None:
+        """Read the replies of the acks sent ahead; those that failed go with the next claim."""
+        sent, self._acks_sent = self._acks_sent, []
+        for receive, acks in sent:
+            try:
+                _, failed = receive()()
+            except (redis.RedisError, OSError):
+                failed = acks  # sent again (an ack is idempotent); the claim meets the outage
+            self._to_ack = failed + self._to_ack
 
     def _hand_over(self, ready: list[Item]) -> BaseException | None:
         """Publish ``ready`` and settle the report; the outage that stopped it, if any."""
@@ -210,6 +254,7 @@ class GenericHandOff:
         return report.error
 
     def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
+        self._collect_acks()
         if acks and self._held:  # not published yet: back to due, to be claimed again in due order
             held, self._held = self._held, []
             self._release([i.entry for i in held])
@@ -235,6 +280,7 @@ class GenericHandOff:
         """One round trip: the held-back acks, then a claim on every shard. Returns the pass, the
         claimed entries and, per shard claimed, ``(covered, shard)``: the latest due time that
         claim took everything up to (the pass may publish up to the smallest of them)."""
+        self._collect_acks()
         sent_at = time.monotonic()
         claimed = self._claim_round(fences)
         self._to_ack = list(claimed.unacked)  # acks that failed go again with the next claim

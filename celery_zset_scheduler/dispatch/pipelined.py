@@ -6,16 +6,20 @@ dispatcher while the broker stores and confirms. Here a pass writes its batch an
 next pass claims and decodes its own batch first, then collects the confirms of the one before
 (most of them have arrived meanwhile), settles its report, and only then writes the new batch:
 
-1. claim batch N+1 (carrying the acks of batch N-1, confirmed in the pass before), decode, check;
-2. finish batch N: wait for its last confirms, settle its report (confirmed entries acked with the
-   next claim; unconfirmed, nacked and unsent ones back to ``due``; returned ones dead-lettered);
+1. claim batch N+1, decode, check;
+2. finish batch N: wait for its last confirms, settle its report (unconfirmed, nacked and unsent
+   entries back to ``due``; returned ones dead-lettered), and send the acks of the confirmed ones;
 3. if the broker failed, batch N+1 goes back to ``due`` unwritten and the pass reports the outage;
-   else batch N+1 is checked (its claims still fresh, the leases ours) and written.
+   else batch N+1 is checked (its claims still fresh, the leases ours) and written, in calls of at
+   most a batch: each confirmed and acked before the next is written, the last left in flight.
+
+So at any moment at most one call (one batch) is written and not acknowledged in the store: a
+dispatcher paused past its lease has at most that batch published again by its successor.
 
 The rules of the generic hand-off hold unchanged: an entry is acked in the store only once the
 broker confirmed it, each shard's lease and the revoke records are checked right before each write,
-and each entry goes out at most once per claim. What changes is when: a batch's entries stay in
-flight until the pass after the one that wrote them, or until ``settle`` (before the dispatcher
+and each entry goes out at most once per claim. What changes is when: the last call's entries stay
+in flight until the pass after the one that wrote them, or until ``settle`` (before the dispatcher
 sleeps, on shutdown, and at a heartbeat unless the pass that wrote it claimed a full batch: the
 next pass then follows at once), which finishes the batch in flight first.
 """
@@ -59,17 +63,29 @@ class PipelinedHandOff(GenericHandOff):
             if ready:
                 self._release([i.entry for i in ready])
         else:
-            # Bigger-than-budget entries after the rest (:mod:`.budget`); the publisher writes it
-            # all a frame at a time, so the calls' split itself is not needed here.
-            ready = [i for call in in_budget(self._keep_fresh(ready), self.env.config.batch_bytes, item_bytes)
-                     for i in call]
-            if ready:
-                started = time.monotonic()
-                batch = self.pipelined.begin(outgoing(ready), self._guard(ready))
-                self._in_flight = (ready, batch, started)
-                if batch.settled():  # failed while writing (or all confirmed already): settle it now
-                    error = self._finish()
+            error = self._write(self._keep_fresh(ready))
         return Pass(passed.shards, passed.sent_at, passed.answered_at, error, frozenset(self._retry))
+
+    def _write(self, ready: list[Item]) -> BaseException | None:
+        """``ready`` in calls of at most a batch (bigger-than-budget entries after the rest:
+        :mod:`.budget`), each confirmed and its acks sent before the next is written; the last
+        one left in flight, its confirms collected with the next pass."""
+        config = self.env.config
+        calls = in_budget(ready, config.batch_bytes, item_bytes, config.batch_size)
+        for n, call in enumerate(calls):
+            error = self._ack_now()  # the batch before (the last pass's, or this pass's call before)
+            if error is not None:  # the store is down: this call and the rest go back unwritten
+                self._release([i.entry for later in calls[n:] for i in later])
+                return error
+            started = time.monotonic()
+            batch = self.pipelined.begin(outgoing(call), self._guard(call))
+            self._in_flight = (call, batch, started)
+            if n + 1 < len(calls) or batch.settled():  # more to write, or it failed while writing
+                error = self._finish()  # its unsent part goes back with its report
+                if error is not None:
+                    self._release([i.entry for later in calls[n + 1:] for i in later])
+                    return error
+        return None
 
     def settle(self, *, acks: bool = True, releasing: bool = False) -> None:
         if acks:  # before sleeping, at a heartbeat, on shutdown: the batch in flight first

@@ -24,9 +24,10 @@ fates of the messages (:class:`~.amqp_wire.Fates`) become the :class:`PublishRep
 
 The guard is honoured as by the Kombu publisher: the revoke records of the batch are read once
 every ``check_every`` messages, before they are written (a revoked message is held back, I10), and
-each shard's lease is checked right before each write (a lapsed shard's messages are held back and
-go back to ``due``), so a dispatcher paused past its lease publishes at most the one write it was
-making. The queues of the batch are declared first, as Celery declares them.
+the lease of each shard in a write is checked right before that write, after its messages are
+encoded (a lapsed shard's messages are held back and go back to ``due``), so a dispatcher paused
+past its lease publishes at most the one write it was making. The queues of the batch are
+declared first, as Celery declares them.
 
 The publisher owns its connection (``app.connection_for_write()``: ``broker_write_url`` if set):
 the dispatcher's thread is its only user. A connection the broker closed (an outage, a forced
@@ -123,30 +124,22 @@ class ConfirmPublisher:
         fates = self._fates = Fates(len(batch))
         written = Batch(self, len(batch), fates, set() if lapsed is None else lapsed,
                         set() if revoked is None else revoked)
-        lapsed, revoked = written.lapsed, written.revoked
+        revoked = written.revoked
         self._reset_batch()
+        buffered: list[tuple[int, Outgoing, bytes]] = []  # encoded, not written yet
         try:
             channel = self._open_channel_alive()
             channel, missing = self._declare(channel, batch)
             conn = channel.connection
             encoder = FrameEncoder(channel.channel_id, conn.frame_max, self._templates.plain)
             properties = self._templates.encode
-            buffered: list[bytes] = []
             size = since_drain = 0
-            ours: dict[int, bool] = {}  # shard -> lease still ours, checked again before each write
             for start in range(0, len(batch), self.check_every):
                 chunk = batch[start:start + self.check_every]
                 revoked.update(start + n for n in guard.revoked(chunk))
                 for index, item in enumerate(chunk, start):
                     written.reached = index + 1
                     if index in revoked:
-                        fates.held.append(index)
-                        continue
-                    held = ours.get(item.shard)
-                    if held is None:
-                        held = ours[item.shard] = guard.still_ours(item.shard)
-                    if not held:
-                        lapsed.add(index)
                         fates.held.append(index)
                         continue
                     m = item.message
@@ -159,15 +152,13 @@ class ConfirmPublisher:
                     except ENCODING_ERRORS as exc:  # nothing written: the batch goes on
                         fates.refused[index] = exc
                         continue
-                    self._register(index, m.exchange, m.routing_key, m.task_id)
-                    buffered.append(frames)
+                    buffered.append((index, item, frames))
                     size += len(frames)
-                    if size < self.write_bytes and len(self._pending) < self.window:
+                    if size < self.write_bytes and len(self._pending) + len(buffered) < self.window:
                         continue
-                    self._write(conn, buffered)
-                    size, since_drain = 0, since_drain + len(buffered)
-                    buffered.clear()
-                    ours.clear()
+                    since_drain += len(buffered)
+                    self._write_ours(conn, buffered, guard, written)
+                    size = 0
                     if len(self._pending) >= self.window:
                         low = self.window // 2
                         self._wait_until(lambda low=low: len(self._pending) <= low)  # type: ignore[misc]
@@ -175,10 +166,11 @@ class ConfirmPublisher:
                         self._drain_nowait()  # keeps the socket's receive side from backing up
                         since_drain = 0
             if buffered:
-                self._write(conn, buffered)
+                self._write_ours(conn, buffered, guard, written)
             self._drain_nowait()  # the confirms already in: a batch may be settled at once
         except Exception as exc:  # connection or channel errors, a confirm timeout, the store (revokes)
             fates.error = exc
+            fates.not_sent.extend(index for index, _, _ in buffered)  # encoded, never written
             self._forget_channel()
         written.written_at = time.monotonic()
         return written
@@ -205,6 +197,25 @@ class ConfirmPublisher:
             self._reset_batch()
             self._fates = None
         return fates
+
+    def _write_ours(self, conn: Any, buffered: list[tuple[int, Outgoing, bytes]], guard: Guard,
+                    written: Batch) -> None:
+        """Write the buffered messages of the shards still ours, their leases checked now, right
+        before the write: a dispatcher paused past its lease writes nothing once it resumes but
+        the write it was making. The others are held back (their lease lapsed). Empties ``buffered``."""
+        ours = {shard: guard.still_ours(shard) for shard in {item.shard for _, item, _ in buffered}}
+        frames: list[bytes] = []
+        for index, item, data in buffered:
+            if ours[item.shard]:
+                m = item.message
+                self._register(index, m.exchange, m.routing_key, m.task_id)
+                frames.append(data)
+            else:
+                written.lapsed.add(index)
+                written.fates.held.append(index)
+        buffered.clear()  # registered ones are settled by their confirms (or count as unconfirmed)
+        if frames:
+            self._write(conn, frames)
 
     def _register(self, index: int, exchange: str, routing_key: str, task_id: str) -> None:
         tag = self._next_tag
