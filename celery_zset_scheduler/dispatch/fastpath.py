@@ -51,6 +51,7 @@ class FastHandOff(BuiltHandOff):
         table = self.routes()
         if table is None:
             return super()._claim(fences)
+        self._collect_acks()  # those sent between the publish calls of the generic part: read now
         self._drop_ahead()  # sent while the broker was another Redis: the fast path takes over
         config = self.env.config
         sent_at = time.monotonic()
