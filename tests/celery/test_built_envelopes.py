@@ -448,7 +448,7 @@ def test_a_revoke_before_the_counts_are_read_ahead_of_the_next_claim_is_held_bac
     before it. A task of the batch revoked before that read is held back at the hand-off, which
     then reads nothing itself; when the read fails, the hand-off reads the counts as before."""
     from celery_zset_scheduler.dispatch import built as built_module
-    from celery_zset_scheduler.dispatch import generic as generic_module
+    from celery_zset_scheduler.dispatch import guard as guard_module
 
     _, ours = elsewhere(apps, shards=1, zset_scheduler_batch_size=5, zset_scheduler_inflight_timeout=60.0)
     ids = burst(ours, 12, per_ms=1)
@@ -457,7 +457,7 @@ def test_a_revoke_before_the_counts_are_read_ahead_of_the_next_claim_is_held_bac
     assert len(fences) == 1
 
     reads: list[list[int]] = []
-    real_counts, real_changed = built_module.revoke_counts, generic_module.changed_since
+    real_counts, real_changed = built_module.revoke_counts, guard_module.changed_since
     doomed: list[str] = []
 
     def revoking_then_reading(client: Any, keys: Any, shards: Any) -> dict[int, int]:
@@ -474,7 +474,7 @@ def test_a_revoke_before_the_counts_are_read_ahead_of_the_next_claim_is_held_bac
         return real_changed(client, keys, counts)
 
     monkeypatch.setattr(built_module, "revoke_counts", revoking_then_reading)
-    monkeypatch.setattr(generic_module, "changed_since", hand_off_read)
+    monkeypatch.setattr(guard_module, "changed_since", hand_off_read)
     broker = redis.Redis.from_url(apps.server.url_db(BROKER_DB))
     passed = handoff.dispatch(fences)
     assert passed.broker_error is None and handoff.claimed_ahead == 1 and doomed

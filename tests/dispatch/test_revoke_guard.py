@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import redis
 
-from celery_zset_scheduler.dispatch.generic import LeaseGuard
+from celery_zset_scheduler.dispatch.guard import LeaseGuard
 from celery_zset_scheduler.dispatch.handoff import Built, Env
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 from celery_zset_scheduler.store.pending import Store
