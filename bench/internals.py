@@ -24,8 +24,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
-from celery_zset_scheduler.celery import dispatcher as _dispatcher  # noqa: F401  (registers its internals)
-from celery_zset_scheduler.celery.compat import LANE
+from celery_zset_scheduler.celery.core.compat import LANE
+from celery_zset_scheduler.celery.dispatcher import build as _dispatcher  # noqa: F401  (registers its internals)
 from celery_zset_scheduler.celery.publishers.kombu_internals import KOMBU_REDIS
 from celery_zset_scheduler.model import internals
 from celery_zset_scheduler.store.resp import READER

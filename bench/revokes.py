@@ -17,8 +17,8 @@ from celery import Celery
 from celery.utils.collections import LimitedSet
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery.revokes import revokes_of
-from celery_zset_scheduler.celery.worker_revokes import RevokeFollower
+from celery_zset_scheduler.celery.producer.revokes import revokes_of
+from celery_zset_scheduler.celery.worker.revokes import RevokeFollower
 from celery_zset_scheduler.model.keys import KeySpace
 from celery_zset_scheduler.store.client import make_client
 from celery_zset_scheduler.store.revokes import revoked_among, revoked_since

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .celery.api import cancel, lookup, reschedule
-from .celery.bulk import schedule_many
+from .celery.core.signals import task_dead_lettered
 from .celery.install import install
-from .celery.signals import task_dead_lettered
-from .celery.tasks import IdempotentTask, RetryPolicy, ZSetTask
+from .celery.producer.api import cancel, lookup, reschedule
+from .celery.producer.bulk import schedule_many
+from .celery.worker.tasks import IdempotentTask, RetryPolicy, ZSetTask
 from .errors import (
     ConfigurationError,
     NotSerializable,
@@ -26,8 +26,7 @@ from .errors import (
 from .model.codec import StoredMessage
 from .settings import Settings
 from .store.pending import CancelStatus, StoredEntry
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 __all__ = [
     "CancelStatus",
@@ -56,7 +55,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Imported on demand: celery.beat is only needed by the process that runs beat.
     if name == "ZSetScheduler":
-        from .celery.beat import ZSetScheduler
+        from .celery.dispatcher.beat import ZSetScheduler
 
         return ZSetScheduler
     raise AttributeError(name)

@@ -15,7 +15,7 @@ Entries live in the store (on the shard of their name); running dispatchers (``b
 
 from __future__ import annotations
 
-from .celery.periodic import (
+from .celery.periodic.runtime import (
     PeriodicInfo,
     PeriodicPage,
     add,
@@ -33,7 +33,7 @@ from .celery.periodic import (
     run_now,
     update,
 )
-from .celery.schedules import ZonedCrontab, clocked
+from .celery.periodic.schedules import ZonedCrontab, clocked
 from .model.periodic import CATCHUP_POLICIES, OVERLAP_POLICIES, PeriodicEntry, PeriodicEntryError, PeriodicState
 
 list = list_entries  # the API's name for it (the builtin is not used in this module)

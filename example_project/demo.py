@@ -75,7 +75,7 @@ class Demo:
     def run(self) -> int:
         os.environ.update(DEMO_REDIS_URL=self.url, DEMO_PREFIX=self.prefix)
         from celery_zset_scheduler import schedule_many
-        from celery_zset_scheduler.celery.state import ensure_installation
+        from celery_zset_scheduler.celery.core.state import ensure_installation
         from celery_zset_scheduler.store.snapshot import read_shards
         from example_project.tasks import app, remind
 
@@ -204,7 +204,7 @@ class Demo:
         return 0 if lost == 0 and waiting == 0 else 1
 
     def _still_waiting(self) -> int:
-        from celery_zset_scheduler.celery.state import ensure_installation
+        from celery_zset_scheduler.celery.core.state import ensure_installation
         from celery_zset_scheduler.store.snapshot import read_shards
         from example_project.tasks import app
 
@@ -221,7 +221,7 @@ class Demo:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        from celery_zset_scheduler.celery.state import ensure_installation
+        from celery_zset_scheduler.celery.core.state import ensure_installation
         from example_project.tasks import app
 
         store = ensure_installation(app).store

@@ -95,7 +95,7 @@ class Shop:
     def wait_ready(self) -> None:
         from shop.celery import app
 
-        from celery_zset_scheduler.celery.state import ensure_installation
+        from celery_zset_scheduler.celery.core.state import ensure_installation
 
         store = ensure_installation(app).store
         locks = [store.keys.shard(s).lock for s in range(store.shards)]
@@ -128,7 +128,7 @@ class Shop:
         from shop.celery import app
         from shop.models import Charge, Reminder
 
-        from celery_zset_scheduler.celery.state import ensure_installation
+        from celery_zset_scheduler.celery.core.state import ensure_installation
         from celery_zset_scheduler.ops.status import read_status
 
         inst = ensure_installation(app)

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from celery_zset_scheduler.celery.dispatcher import build_dispatcher
+from celery_zset_scheduler.celery.dispatcher.build import build_dispatcher
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 from celery_zset_scheduler.dispatch.observer import Observer
 

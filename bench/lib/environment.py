@@ -18,8 +18,8 @@ from typing import Any
 import redis
 from celery import Celery
 
+from celery_zset_scheduler.celery.core.state import broker_redis_url, ensure_installation
 from celery_zset_scheduler.celery.install import install
-from celery_zset_scheduler.celery.state import broker_redis_url, ensure_installation
 from celery_zset_scheduler.store.client import make_client
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer

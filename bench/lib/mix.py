@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from celery_zset_scheduler.celery.bulk import schedule_many
+from celery_zset_scheduler.celery.producer.bulk import schedule_many
 
 from .dispatching import Recorder, running
 from .environment import STAMP_NAME, BenchEnv

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from celery_zset_scheduler.celery.dispatcher import build_dispatcher
+from celery_zset_scheduler.celery.dispatcher.build import build_dispatcher
 
 from .dispatching import Recorder
 from .environment import BenchEnv, make_env

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from celery_zset_scheduler.celery.state import broker_redis_url, read_settings
+from celery_zset_scheduler.celery.core.state import broker_redis_url, read_settings
 
 from . import dispatching, lateness, memory, periodic, scheduling
 from .environment import BenchEnv, describe_machine, local_env, make_env

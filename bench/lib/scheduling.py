@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from celery_zset_scheduler.celery.bulk import Call, schedule_many
+from celery_zset_scheduler.celery.producer.bulk import Call, schedule_many
 
 from .environment import BenchEnv
 

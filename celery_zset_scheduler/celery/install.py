@@ -3,9 +3,9 @@
 It points ``app.amqp_cls``/``app.control_cls`` at subclasses (of Celery's classes, or of the
 user's own) before they are instantiated, so installing reads no configuration and opens no
 connection: the wrapped sender is built when Celery first builds its own. It wraps the app's
-``send_task`` (:mod:`.timed`: a timed send the store takes reaches Celery as an untimed one, so
+``send_task`` (:mod:`.producer.timed`: a timed send the store takes reaches Celery as an untimed one, so
 RabbitMQ quorum queues' native delayed delivery never rewrites it). It connects the
-worker-side signal handlers (:mod:`.worker_side`), which act only for installed apps.
+worker-side signal handlers (:mod:`.worker.hooks`), which act only for installed apps.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 from celery.app.amqp import AMQP
 from celery.app.control import Control
 from celery.utils.imports import symbol_by_name
-from kombu.utils.objects import cached_property
 
-from . import periodic_worker, reports, worker_side
-from .revokes import revoke_for_command
-from .sender import wrap_sender
-from .state import Installation, ensure_installation
-from .timed import wrap_send_task
-from .worker_revokes import RevokedSet
+from .core import reports
+from .core.state import Installation, ensure_installation
+from .producer.mixins import ZSetAMQPMixin, ZSetControlMixin
+from .producer.sender import wrap_sender
+from .producer.timed import wrap_send_task
+from .worker import hooks as worker_side
+from .worker import periodic as periodic_worker
+from .worker.revokes import RevokedSet
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -61,26 +62,6 @@ def install(app: Celery, **overrides: Any) -> Installation:
     if "send_task" not in app.__dict__:  # timed sends the store takes skip Celery's timed path
         app.send_task = wrap_send_task(app, app.send_task)
     return inst
-
-
-class ZSetAMQPMixin:
-    app: Any
-
-    @cached_property
-    def send_task_message(self) -> Any:
-        # Celery's own (a cached property too: it stores its sender, which this one then replaces).
-        return wrap_sender(self.app, super().send_task_message)  # type: ignore[misc]
-
-
-class ZSetControlMixin:
-    app: Any
-
-    def broadcast(self, command: str, arguments: Any = None, *args: Any, **kwargs: Any) -> Any:
-        """Every revoke (``revoke``, ``terminate``, ``AsyncResult.revoke``, the ``celery control``
-        CLI) ends here: cancel or record the ids in the store first, then broadcast as Celery does."""
-        ids = kwargs["task_id"] if "task_id" in kwargs else (arguments or {}).get("task_id")
-        revoke_for_command(self.app, command, {"task_id": ids})
-        return super().broadcast(command, arguments, *args, **kwargs)  # type: ignore[misc]
 
 
 class ZSetAMQP(ZSetAMQPMixin, AMQP):

@@ -38,7 +38,7 @@ OUTCOME_OPTION = "zset_outcome"
 #: no native delayed delivery); the sender writes it into the message and stores it.
 DUE_OPTION = "zset_due"
 #: A callable the sender gives the routing and encoding of the message it stores (the lane keeps
-#: them as the template of the calls of the same shape, :mod:`..celery.lane`).
+#: them as the template of the calls of the same shape, :mod:`..celery.producer.lane`).
 CAPTURE_OPTION = "zset_capture"
 #: Every option above: removed before a message goes to the broker's own sender.
 OPTIONS = (IDEMPOTENCY_KEY_OPTION, REPLACE_OPTION, TEMPLATE_OPTION, OUTCOME_OPTION, DUE_OPTION, CAPTURE_OPTION)

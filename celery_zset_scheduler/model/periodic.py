@@ -3,7 +3,7 @@
 Their checks: :mod:`.periodic_checks`; their JSON form: :mod:`.periodic_json`.
 
 Nothing here computes a schedule (that needs Celery's parsers, see
-:mod:`celery_zset_scheduler.celery.schedules`); this module holds what every host must agree on
+:mod:`celery_zset_scheduler.celery.periodic.schedules`); this module holds what every host must agree on
 without talking to the others.
 
 Time

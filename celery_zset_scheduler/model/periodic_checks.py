@@ -54,7 +54,7 @@ def normalize_schedule(spec: Any, name: str | None = None) -> dict[str, Any]:
     - ``{"type": "clocked", "at": <aware ISO 8601>}``
 
     Only the shape: the crontab fields' syntax is Celery's and is checked by
-    :func:`celery_zset_scheduler.celery.schedules.validate_spec`.
+    :func:`celery_zset_scheduler.celery.periodic.schedules.validate_spec`.
     """
     def fail(message: str, key: str | None = None) -> PeriodicEntryError:
         return PeriodicEntryError(message, "schedule" + (f".{key}" if key else ""), name)

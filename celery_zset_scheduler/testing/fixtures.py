@@ -24,9 +24,9 @@ import pytest
 from celery import Celery
 from celery.contrib.testing.worker import test_worker_started, test_worker_stopped
 
-from ..celery.dispatcher import build_dispatcher
+from ..celery.core.state import installation_for
+from ..celery.dispatcher.build import build_dispatcher
 from ..celery.install import install
-from ..celery.state import installation_for
 from ..dispatch.loop import Dispatcher
 from . import RedisServer
 

@@ -15,9 +15,9 @@ import pytest
 from celery import Celery
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery.messages import MessageCheck
+from celery_zset_scheduler.celery.core.messages import MessageCheck
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.celery.publishers.amqp_confirms import Batch, ConfirmPublisher
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.config import DispatcherConfig
 from celery_zset_scheduler.dispatch.handoff import Guard, Outgoing
 from celery_zset_scheduler.dispatch.loop import Dispatcher

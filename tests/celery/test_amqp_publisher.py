@@ -16,7 +16,8 @@ from celery import Celery
 from kombu.connection import Connection
 from kombu.entity import Exchange, Queue
 
-from celery_zset_scheduler.celery.dispatcher import publisher_for
+from celery_zset_scheduler.celery.core.state import installation_for
+from celery_zset_scheduler.celery.dispatcher.build import publisher_for
 from celery_zset_scheduler.celery.publishers.amqp_confirms import (
     BrokerRefused,
     ConfirmPublisher,
@@ -24,7 +25,6 @@ from celery_zset_scheduler.celery.publishers.amqp_confirms import (
     MissingExchange,
 )
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.handoff import Outgoing, PublishReport
 from celery_zset_scheduler.model.codec import StoredMessage
 from celery_zset_scheduler.model.times import eta_ms

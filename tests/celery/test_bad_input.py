@@ -8,7 +8,7 @@ import json
 import pytest
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.errors import ConfigurationError, InvalidId
 
 from ..support.cli_support import invoke

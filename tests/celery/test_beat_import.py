@@ -15,8 +15,8 @@ from celery.schedules import BaseSchedule, crontab, schedule
 from redbeat import RedBeatSchedulerEntry
 from redbeat.schedules import rrule
 
-from celery_zset_scheduler.celery.beat_import import ImportReport, from_django_celery_beat, from_redbeat
-from celery_zset_scheduler.celery.fire_times import first_run_ms
+from celery_zset_scheduler.celery.periodic.beat_import import ImportReport, from_django_celery_beat, from_redbeat
+from celery_zset_scheduler.celery.periodic.fire_times import first_run_ms
 from celery_zset_scheduler.model.periodic import PeriodicEntry, PeriodicState, iso_to_ms
 from celery_zset_scheduler.testing import RedisServer
 

@@ -18,9 +18,9 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery.dispatcher import build_dispatcher
+from celery_zset_scheduler.celery.core.state import installation_for
+from celery_zset_scheduler.celery.dispatcher.build import build_dispatcher
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.built import BuiltHandOff
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 from celery_zset_scheduler.model.ids import member, task_id_of

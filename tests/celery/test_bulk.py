@@ -13,7 +13,7 @@ import pytest
 from kombu.exceptions import EncodeError
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery import bulk
+from celery_zset_scheduler.celery.producer import bulk
 from celery_zset_scheduler.model.codec import decode
 from celery_zset_scheduler.model.times import isoformat_us
 

@@ -15,7 +15,7 @@ from kombu import Queue
 from kombu.exceptions import EncodeError
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery.messages import TaskNotSerializable
+from celery_zset_scheduler.celery.core.messages import TaskNotSerializable
 from celery_zset_scheduler.errors import ConfigurationError, ShardCountMismatch
 from celery_zset_scheduler.testing import RedisServer
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.celery.core.state import ensure_installation
 from celery_zset_scheduler.errors import PoisonMessage
 from celery_zset_scheduler.model.clock import time_ms as redis_ms
 from celery_zset_scheduler.model.codec import decode

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.model.codec import encode, shared_length
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.store.shared import ident

@@ -19,9 +19,9 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 import celery_zset_scheduler
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.celery.publishers.fast_routes import ROUTED_TYPES
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.fastpath import FastHandOff
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 from celery_zset_scheduler.model.codec import encode

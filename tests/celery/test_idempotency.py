@@ -11,8 +11,8 @@ import redis
 from celery import Celery
 
 import celery_zset_scheduler
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.model.codec import StoredMessage
 from celery_zset_scheduler.testing import RedisServer
 

@@ -12,10 +12,10 @@ import pytest
 import redis
 from kombu.transport.redis import Channel as RedisChannel
 
-from celery_zset_scheduler.celery import dispatcher as _dispatcher  # noqa: F401  (registers the publishers' internals)
-from celery_zset_scheduler.celery.compat import LANE
+from celery_zset_scheduler.celery.core.compat import LANE
+from celery_zset_scheduler.celery.core.state import installation_for
+from celery_zset_scheduler.celery.dispatcher import build as _dispatcher  # noqa: F401  (registers the publishers' internals)
 from celery_zset_scheduler.celery.publishers.kombu_internals import KOMBU_REDIS
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.fastpath import FastHandOff
 from celery_zset_scheduler.dispatch.generic import GenericHandOff
 from celery_zset_scheduler.model import internals

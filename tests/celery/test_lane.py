@@ -1,4 +1,4 @@
-"""The lane (``celery/lane.py``): a timed ``apply_async`` of a shape seen before is stored without
+"""The lane (``celery/producer/lane.py``): a timed ``apply_async`` of a shape seen before is stored without
 Celery's ``send_task``, byte for byte as Celery's path stores it, or goes Celery's path.
 
 Each test compares entries the full path stored with entries the lane stored, on a real Redis:
@@ -22,10 +22,10 @@ from celery import Celery, Task, signals
 from celery.result import AsyncResult
 from kombu import Queue
 
-from celery_zset_scheduler.celery.compat import READS_REPR_MAXLEVELS
-from celery_zset_scheduler.celery.lane import Lane
-from celery_zset_scheduler.celery.messages import TaskNotSerializable
-from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.celery.core.compat import READS_REPR_MAXLEVELS
+from celery_zset_scheduler.celery.core.messages import TaskNotSerializable
+from celery_zset_scheduler.celery.core.state import installation_for
+from celery_zset_scheduler.celery.producer.lane import Lane
 from celery_zset_scheduler.model.codec import StoredMessage, decode
 from celery_zset_scheduler.model.times import eta_ms
 

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from celery import Celery
 
-from celery_zset_scheduler.celery.periodic_planner import CeleryPlanner
+from celery_zset_scheduler.celery.periodic.planner import CeleryPlanner
 from celery_zset_scheduler.model.periodic import PeriodicEntry, PeriodicState, iso_to_ms, occurrence_id
 from celery_zset_scheduler.model.periodic_json import split_entry, state_from_json, state_to_json
 from celery_zset_scheduler.settings import Settings
@@ -95,7 +95,7 @@ def test_solar_next_occurrence_across_dst_is_a_solar_day_later() -> None:
     p = planner()
     # The sunrise before the spring change in Berlin, then the one after it.
     before = datetime(2025, 3, 29, 4, 0, tzinfo=timezone.utc)
-    from celery_zset_scheduler.celery.fire_times import next_fire_ms
+    from celery_zset_scheduler.celery.periodic.fire_times import next_fire_ms
 
     first = next_fire_ms(entry.schedule, ms(before), "Europe/Berlin")
     assert first is not None

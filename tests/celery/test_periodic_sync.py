@@ -77,7 +77,7 @@ def test_a_config_entry_removed_at_run_time_comes_back_only_while_configured(app
 
 
 def test_a_bad_beat_schedule_entry_refuses_to_start_naming_it(apps: AppFactory) -> None:
-    from celery_zset_scheduler.celery.dispatcher import build_dispatcher
+    from celery_zset_scheduler.celery.dispatcher.build import build_dispatcher
     from celery_zset_scheduler.errors import ConfigurationError
 
     app = apps(shards=2, beat_schedule={"oops": {"task": "t.record", "schedule": 60.0, "catchup": "sometimes"}})

@@ -1,4 +1,4 @@
-"""``celery/reprs.py`` writes what Celery's ``saferepr`` writes, for every value and limit."""
+"""``celery/producer/reprs.py`` writes what Celery's ``saferepr`` writes, for every value and limit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from celery.utils.saferepr import saferepr
 
-from celery_zset_scheduler.celery.reprs import argsrepr
+from celery_zset_scheduler.celery.producer.reprs import argsrepr
 
 
 class Level(IntEnum):

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from celery_zset_scheduler import task_dead_lettered
-from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.model.codec import decode
 from celery_zset_scheduler.model.letters import DeadLetter
 from celery_zset_scheduler.testing import RedisServer

@@ -277,7 +277,7 @@ def test_a_running_worker_follows_records_it_heard_no_broadcast_of(
     app = apps(shards=2)
     running = worker(cluster)
     running.wait_for_output(r"zset revokes\.loaded")
-    from celery_zset_scheduler.celery.revokes import revokes_of
+    from celery_zset_scheduler.celery.producer.revokes import revokes_of
 
     revokes = revokes_of(app)
     assert revokes is not None
@@ -303,7 +303,7 @@ def test_a_record_leaves_the_workers_revoked_set_when_it_expires_in_redis(apps: 
     from celery.utils.collections import LimitedSet
     from celery.worker import state as celery_worker_state
 
-    from celery_zset_scheduler.celery.worker_revokes import RevokeFollower
+    from celery_zset_scheduler.celery.worker.revokes import RevokeFollower
 
     # A set like the worker's own (same limits), so the test leaves the process's set alone.
     revoked = LimitedSet(maxlen=celery_worker_state.REVOKES_MAX, expires=celery_worker_state.REVOKE_EXPIRES)

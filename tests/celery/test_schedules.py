@@ -16,8 +16,8 @@ from celery.schedules import BaseSchedule, crontab, schedule, solar
 from django_celery_beat.clockedschedule import clocked as dcb_clocked
 from django_celery_beat.tzcrontab import TzAwareCrontab
 
-from celery_zset_scheduler.celery import cron as S
-from celery_zset_scheduler.celery.fire_times import (
+from celery_zset_scheduler.celery.periodic import cron as S
+from celery_zset_scheduler.celery.periodic.fire_times import (
     catch_up,
     first_run_ms,
     following_run_ms,
@@ -25,7 +25,7 @@ from celery_zset_scheduler.celery.fire_times import (
     next_fire_ms,
     occurrences,
 )
-from celery_zset_scheduler.celery.schedules import (
+from celery_zset_scheduler.celery.periodic.schedules import (
     ZonedCrontab,
     clocked,
     schedule_of,

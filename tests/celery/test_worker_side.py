@@ -13,7 +13,7 @@ from celery import Task
 from celery.contrib.testing.worker import start_worker
 
 from celery_zset_scheduler import ZSetTask
-from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.model.letters import DeadLetter
 from celery_zset_scheduler.testing import RedisServer
 

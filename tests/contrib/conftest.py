@@ -16,9 +16,9 @@ import pytest
 from celery import Celery
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery.periodic_config import sync
-from celery_zset_scheduler.celery.periodic_entries import config_entries
-from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.celery.core.state import ensure_installation
+from celery_zset_scheduler.celery.periodic.config import sync
+from celery_zset_scheduler.celery.periodic.entries import config_entries
 from celery_zset_scheduler.model.letters import DeadLetter
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer

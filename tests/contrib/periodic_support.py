@@ -9,8 +9,8 @@ from typing import Any
 
 from django.test import Client
 
-from celery_zset_scheduler.celery import periodic
-from celery_zset_scheduler.celery.periodic import PeriodicInfo
+from celery_zset_scheduler.celery.periodic import runtime as periodic
+from celery_zset_scheduler.celery.periodic.runtime import PeriodicInfo
 
 from .conftest import ADMIN, BigStore
 

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.test import Client
 
-from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.celery.core.state import ensure_installation
 from celery_zset_scheduler.model.times import iso
 from celery_zset_scheduler.store.snapshot import redis_now_ms
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from celery_zset_scheduler.celery import periodic
-from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.celery.core.state import ensure_installation
+from celery_zset_scheduler.celery.periodic import runtime as periodic
 
 from .conftest import ADMIN, BigStore, dead, fill
 

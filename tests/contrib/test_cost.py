@@ -9,8 +9,8 @@ from typing import Any
 
 from django.test import Client
 
-from celery_zset_scheduler.celery import periodic
-from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.celery.core.state import ensure_installation
+from celery_zset_scheduler.celery.periodic import runtime as periodic
 from celery_zset_scheduler.model.letters import DeadLetter
 from celery_zset_scheduler.model.periodic import PeriodicEntry
 from celery_zset_scheduler.store.deadletters import add_call

@@ -40,8 +40,8 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.contrib.auth.models import User
 from django.test import Client
-from celery_zset_scheduler.celery import periodic
-from celery_zset_scheduler.celery.state import installed_apps
+from celery_zset_scheduler.celery.periodic import runtime as periodic
+from celery_zset_scheduler.celery.core.state import installed_apps
 from celery_zset_scheduler.contrib.django.conf import celery_app
 
 assert installed_apps() == []

@@ -13,9 +13,9 @@ import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.test import Client
 
-from celery_zset_scheduler.celery import periodic
-from celery_zset_scheduler.celery.dispatcher import build_dispatcher
-from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.celery.core.state import ensure_installation
+from celery_zset_scheduler.celery.dispatcher.build import build_dispatcher
+from celery_zset_scheduler.celery.periodic import runtime as periodic
 from celery_zset_scheduler.store.snapshot import redis_now_ms
 from celery_zset_scheduler.testing import RedisServer
 

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.test import Client
 
-from celery_zset_scheduler.celery import periodic
+from celery_zset_scheduler.celery.periodic import runtime as periodic
 from celery_zset_scheduler.model.periodic import iso_to_ms, ms_to_iso
 from celery_zset_scheduler.store.snapshot import redis_now_ms
 

@@ -13,7 +13,7 @@ from django.contrib.admin.models import LogEntry
 from django.core.management import call_command
 from django.test import Client
 
-from celery_zset_scheduler.celery import periodic
+from celery_zset_scheduler.celery.periodic import runtime as periodic
 from celery_zset_scheduler.model.periodic import PeriodicState
 from celery_zset_scheduler.model.times import iso
 from celery_zset_scheduler.store.periodic import PeriodicStore

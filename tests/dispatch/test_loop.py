@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import pytest
 import redis
 
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.config import DispatcherConfig
 from celery_zset_scheduler.dispatch.handoff import Guard, Outgoing, PublishReport
 from celery_zset_scheduler.dispatch.loop import Dispatcher

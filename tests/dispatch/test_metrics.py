@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from celery_zset_scheduler.celery.dispatcher import build_dispatcher
-from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.celery.core.state import ensure_installation
+from celery_zset_scheduler.celery.dispatcher.build import build_dispatcher
 from celery_zset_scheduler.dispatch.metrics import DispatcherMetrics, metrics_of
 from celery_zset_scheduler.dispatch.observer import Observer
 from celery_zset_scheduler.errors import ConfigurationError

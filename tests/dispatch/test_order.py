@@ -8,8 +8,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.celery.publishers.kombu import KombuPublisher
-from celery_zset_scheduler.celery.state import installation_for
 from celery_zset_scheduler.dispatch.config import DispatcherConfig
 from celery_zset_scheduler.dispatch.generic import generic
 from celery_zset_scheduler.dispatch.handoff import Guard, Outgoing, PublishReport

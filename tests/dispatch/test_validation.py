@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import pytest
 import redis
 
-from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.celery.core.state import installation_for
 from celery_zset_scheduler.dispatch.observer import Observer
 from celery_zset_scheduler.model.codec import StoredMessage, encode
 
@@ -69,7 +69,7 @@ def test_a_message_the_worker_would_discard_is_dead_lettered(apps: AppFactory, r
 
 def test_the_reason_names_what_is_wrong(apps: AppFactory) -> None:
     app = apps()
-    from celery_zset_scheduler.celery.messages import MessageCheck
+    from celery_zset_scheduler.celery.core.messages import MessageCheck
 
     check = MessageCheck(("json",))
     good = built_message(app.tasks["t.record"], kwargs={"tag": 1})

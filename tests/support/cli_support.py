@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import celery_zset_scheduler
 from celery_zset_scheduler.celery.cli import zset
-from celery_zset_scheduler.celery.state import ensure_installation
+from celery_zset_scheduler.celery.core.state import ensure_installation
 from celery_zset_scheduler.model.codec import StoredMessage
 from celery_zset_scheduler.model.letters import DeadLetter
 from celery_zset_scheduler.testing import RedisServer

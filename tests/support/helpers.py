@@ -15,8 +15,8 @@ from celery import Celery
 from celery.contrib.testing.worker import start_worker
 
 import celery_zset_scheduler
-from celery_zset_scheduler.celery.dispatcher import build_dispatcher
-from celery_zset_scheduler.celery.state import installation_for
+from celery_zset_scheduler.celery.core.state import installation_for
+from celery_zset_scheduler.celery.dispatcher.build import build_dispatcher
 from celery_zset_scheduler.dispatch.handoff import Outgoing, PublishReport
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 from celery_zset_scheduler.model.codec import StoredMessage

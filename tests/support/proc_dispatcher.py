@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Any
 
-from celery_zset_scheduler.celery.dispatcher import build_dispatcher
+from celery_zset_scheduler.celery.dispatcher.build import build_dispatcher
 from celery_zset_scheduler.dispatch.loop import Dispatcher
 
 from .proc_app import app

@@ -8,6 +8,9 @@ was (or is put back in order). Each message is, at every moment, in exactly one 
 a staging place of the broker, or the store), and the store remembers every id it imported in the
 same atomic step as scheduling it, so an interrupted run loses and duplicates nothing and a second
 run finishes it. ``dry_run`` only counts.
+
+Run by ``celery zset import-eta``. Imports :mod:`..producer` (an imported message is stored as a
+timed send is), :mod:`..core` and the layers below; not the other roles.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..state import broker_redis_url, ensure_installation
+from ..core.state import broker_redis_url, ensure_installation
 from .common import Importer, Summary
 
 __all__ = ["Summary", "broker_kind", "import_backlog"]

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...model.codec import StoredMessage
-from ..messages import message_properties
-from ..timed import DELAY_PREFIX
+from ..core.messages import message_properties
+from ..producer.timed import DELAY_PREFIX
 from .common import Importer, Summary, clean_headers
 
 DELAY_QUEUES = tuple(f"celery_delayed_{n}" for n in range(28))

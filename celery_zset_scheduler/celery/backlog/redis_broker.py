@@ -22,8 +22,8 @@ from typing import Any
 import redis
 
 from ...model.codec import StoredMessage
-from ..messages import message_properties
-from ..state import broker_redis_url
+from ..core.messages import message_properties
+from ..core.state import broker_redis_url
 from .common import Importer, Summary, clean_headers
 
 STAGING = "zset-import:staging:"  # + the queue list's name

@@ -1,4 +1,8 @@
-"""``celery -A proj zset ...``: registered under the ``celery.commands`` entry point group."""
+"""``celery -A proj zset ...``: registered under the ``celery.commands`` entry point group.
+
+Run by the ``celery`` command (and the Django ``zset`` management command). The top of the layer:
+it may import every other role.
+"""
 
 from __future__ import annotations
 

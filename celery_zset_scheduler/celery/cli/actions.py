@@ -16,16 +16,7 @@ from ...model.times import Moment, iso
 from ...ops import pending as ops
 from ...store.pending import CHUNK
 from .group import store_of
-from .options import (
-    all_option,
-    common,
-    compose,
-    due_ms,
-    due_options,
-    moment_ms,
-    pending_filters,
-    yes_option,
-)
+from .options import all_option, common, compose, due_ms, due_options, moment_ms, pending_filters, yes_option
 from .output import confirm, number, print_results, progress, results
 
 ids_argument = click.argument("task_ids", nargs=-1, metavar="ID... | -")

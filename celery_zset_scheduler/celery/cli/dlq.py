@@ -11,7 +11,7 @@ from ...ops.deadletters import LetterFilter
 from ...ops.views import letter_view
 from ...store.deadletters import DeadLetters
 from ...store.snapshot import redis_now_ms
-from ..messages import decompress
+from ..core.messages import decompress
 from .actions import ids_argument, read_ids
 from .group import ZSetGroup, installation, store_of
 from .options import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..checks import run_checks
+from .checks import run_checks
 from .group import app_of
 from .options import common
 from .output import ExitCode, emit_json, table

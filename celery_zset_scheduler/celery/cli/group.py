@@ -10,7 +10,7 @@ import click
 
 from ...errors import ConfigurationError
 from ...store.pending import Store
-from ..state import Installation, ensure_installation
+from ..core.state import Installation, ensure_installation
 from .options import VERBOSE
 from .output import CommandError, ExitCode, one_line
 

@@ -19,9 +19,9 @@ import redis
 from ...errors import ConfigurationError
 from ...model.times import iso
 from ...ops.periodic import describe
-from ..beat_import import ImportReport, from_django_celery_beat, from_redbeat
-from ..periodic import add_many
-from ..state import broker_redis_url
+from ..core.state import broker_redis_url
+from ..periodic.beat_import import ImportReport, from_django_celery_beat, from_redbeat
+from ..periodic.runtime import add_many
 from .group import app_of, store_of
 from .options import common, compose, yes_option
 from .output import ExitCode, confirm, emit_json, table

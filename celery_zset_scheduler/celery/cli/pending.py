@@ -12,7 +12,7 @@ from ...model.times import Moment, iso
 from ...ops import pending as ops
 from ...ops.pending import Listing, list_pending
 from ...store.snapshot import redis_now_ms
-from ..messages import decompress
+from ..core.messages import decompress
 from .group import store_of
 from .options import (
     common,

@@ -13,7 +13,7 @@ from ...model.periodic import CATCHUP_POLICIES, OVERLAP_POLICIES, SOLAR_EVENTS, 
 from ...model.times import Moment, iso
 from ...ops.periodic import describe, entry_view, status_of
 from ...store.snapshot import redis_now_ms
-from .. import periodic as api
+from ..periodic import runtime as api
 from .group import ZSetGroup, app_of, store_of
 from .options import TIME, common, compose, cursor_option, limit_option, yes_option
 from .output import CommandError, ExitCode, confirm, emit_json, print_results, relative, results, table

@@ -9,7 +9,7 @@ import click
 
 from ...dispatch.metrics import metrics_of
 from ...errors import ZSetSchedulerError
-from ..dispatcher import build_dispatcher
+from ..dispatcher.build import build_dispatcher
 from .group import app_of, installation
 from .options import metrics_port_option
 

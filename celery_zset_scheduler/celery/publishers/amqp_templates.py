@@ -28,7 +28,7 @@ from typing import Any
 
 from ...model.codec import StoredMessage
 from ...model.headers import ZSET_ETA
-from ..messages import publishable
+from ..core.messages import publishable
 from .amqp_wire import PropertyEncoder, _item, _key, check_expiration
 from .envelope import expiration_of, kombu_expiration, outgoing, values_of
 

@@ -3,7 +3,7 @@
 - ``eta`` moves to the ``zset_eta`` header. A Celery worker holds a message with an ``eta`` in
   its memory until its own clock reaches it, and a worker whose clock lags Redis would then run
   it late; the store has already waited, by Redis time. An installed worker shows the moved value
-  as ``self.request.eta`` (:mod:`..worker_side`), so the task sees its ETA as with plain Celery.
+  as ``self.request.eta`` (:mod:`..worker.hooks`), so the task sees its ETA as with plain Celery.
 - ``expiration`` (the AMQP per-message TTL) is what is left until ``expires``, as Celery's
   ``send_task`` computes it at send time; one already expired is published with a TTL of 0, as
   Celery does, so that the worker marks it expired (REVOKED) instead of running it.
@@ -20,7 +20,7 @@ from typing import Any
 from ...model.codec import StoredMessage
 from ...model.headers import ZSET_ETA
 from ...model.times import eta_ms
-from ..messages import publishable
+from ..core.messages import publishable
 
 
 def outgoing(m: StoredMessage, now: float | None = None) -> tuple[dict[str, Any], dict[str, Any], float | None]:

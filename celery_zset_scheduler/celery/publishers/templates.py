@@ -26,7 +26,7 @@ from kombu.utils.json import JSONEncoder
 
 from ...model.codec import StoredMessage
 from ...model.headers import ZSET_ETA
-from ..messages import publishable
+from ..core.messages import publishable
 from .envelope import kombu_expiration, values_of
 
 #: Header values that differ from message to message of one template (the ``eta`` only when it is

@@ -18,7 +18,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from ...celery.cli.output import one_line
-from ...celery.state import Installation
+from ...celery.core.state import Installation
 from ...errors import ZSetSchedulerError
 from ...model.times import iso
 from ...store.deadletters import DeadLetters

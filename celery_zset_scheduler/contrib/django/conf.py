@@ -18,8 +18,8 @@ from celery.utils.imports import symbol_by_name
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from ...celery.core.state import Installation, ensure_installation, installed_apps
 from ...celery.install import install
-from ...celery.state import Installation, ensure_installation, installed_apps
 
 APP_SETTING = "CELERY_ZSET_ADMIN_APP"
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from django import forms
 
-from ...celery.periodic_entries import normalized
+from ...celery.periodic.entries import normalized
 from ...errors import ConfigurationError
 from ...model.periodic import (
     CATCHUP_POLICIES,

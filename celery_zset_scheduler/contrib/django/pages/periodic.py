@@ -13,8 +13,8 @@ from django.contrib import messages
 from django.contrib.admin.utils import quote, unquote
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 
-from ....celery import periodic as api
 from ....celery.cli.output import number, relative
+from ....celery.periodic import runtime as api
 from ....errors import ConfigurationError
 from ....model.cursors import InvalidCursor
 from ....model.periodic import PeriodicEntryError

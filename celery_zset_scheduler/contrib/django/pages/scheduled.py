@@ -13,7 +13,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from ....celery.cli.output import number, relative
-from ....celery.messages import decompress
+from ....celery.core.messages import decompress
 from ....model.cursors import InvalidCursor
 from ....model.times import iso
 from ....ops import pending as ops

@@ -222,7 +222,7 @@ local function plain_body(body)
 end
 
 local function checked_headers(h, task_id)
-  -- The worker's checks (celery/messages.py _malformed_header), and what the generic path changes.
+  -- The worker's checks (celery/core/messages.py _malformed_header), and what the generic path changes.
   if type(h.task) ~= 'string' or h.task == '' then return false end
   if type(h.id) ~= 'string' then return false end
   local retries = h.retries
