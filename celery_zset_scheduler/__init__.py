@@ -25,7 +25,7 @@ from .errors import (
 )
 from .model.codec import StoredMessage
 from .settings import Settings
-from .store.pending import CancelStatus, StoredEntry
+from .store.entries import CancelStatus, StoredEntry
 from .version import __version__ as __version__
 
 __all__ = [

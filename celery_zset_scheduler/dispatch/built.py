@@ -29,8 +29,9 @@ from ..model.logs import describe, log_event
 from ..store.built import BuiltTable, ReceiveClaim, claim_built_ahead, claim_built_many
 from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence
 from ..store.revokes import revoke_counts
-from .generic import Check, Claim, GenericHandOff, Item, Revoked
+from .generic import GenericHandOff
 from .handoff import Built, BuiltPublisher, Env, Outgoing, Pass, Publisher, ShardPass
+from .items import Check, Claim, Item, Revoked
 
 #: The table to build envelopes for, or None for the plain generic claim this pass (the broker is
 #: not Kombu's Redis transport, or could not be reached). The Celery layer builds it from Kombu.

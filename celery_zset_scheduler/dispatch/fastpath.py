@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from ..store.claims import Fence
 from ..store.fastpath import FastResult, Routes, fast_push_many
 from .built import BuiltHandOff, Lane
-from .generic import Check, Claim, Revoked
 from .handoff import Env, HandOffFactory, Pass, Publisher, ShardPass
+from .items import Check, Claim, Revoked
 
 #: The route table to push with, or None to take the generic path for this pass (the broker is
 #: not the store's Redis, or the fast path is turned off). The Celery layer builds it from Kombu.

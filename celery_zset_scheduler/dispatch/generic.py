@@ -29,20 +29,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import NamedTuple
 
 import redis
 
-from ..errors import PoisonMessage
-from ..model.codec import StoredMessage, decode
-from ..model.letters import DeadLetter
 from ..model.logs import describe, log_event
 from ..store.claims import Claimed, ClaimPass, ClaimResult, Fence, Receive
 from .budget import in_budget
 from .guard import LeaseGuard
-from .handoff import Built, Env, HandOffFactory, Outgoing, Pass, Publisher, PublishReport, ShardPass
+from .handoff import Env, HandOffFactory, Pass, Publisher, PublishReport, ShardPass
+from .items import Check, Claim, Item, Revoked, item_bytes, outgoing
+from .rejects import Rejects
 
 #: An item's hand-off order (its entry's ``order``), read in C: the sort's key for every entry.
 _HAND_OFF_ORDER = attrgetter("entry.due_ms", "entry.arrival")
@@ -52,42 +50,12 @@ _SHARD, _DUE = attrgetter("shard"), attrgetter("due_ms")
 _SHARD_GEN = attrgetter("entry.shard", "entry.revoke_gen")
 
 
-def item_bytes(item: Item) -> int:
-    """The stored size of an item (what the byte budget counts)."""
-    return len(item.entry.payload)
-#: Why a worker would discard a message (None: it would run it); the Celery layer provides it.
-Check = Callable[[StoredMessage], "str | None"]
-#: Told the ids dropped because they were revoked (the Celery layer marks their results revoked).
-Revoked = Callable[[list[str]], None]
-#: A shard's claimed entries and the fence of the claim (a claim returns up to a batch of them).
-Claim = tuple[list[Claimed], Fence]
-
-
-class Item(NamedTuple):
-    """A claimed entry that decoded, with its message and the claim it came from; or one whose
-    envelope the claim script built (``built``; ``message`` None: it was not decoded)."""
-
-    entry: Claimed
-    message: StoredMessage | None
-    fence: Fence
-    claimed_at: float  # monotonic time the claim's reply arrived
-    built: Built | None = None
-
-
 def generic(publisher: Publisher, check: Check | None = None, revoked: Revoked | None = None) -> HandOffFactory:
     """The factory a dispatcher calls with its environment."""
     return lambda env: GenericHandOff(env, publisher, check, revoked)
 
 
-def outgoing(items: Sequence[Item]) -> list[Outgoing]:
-    """The messages of decoded items (a built envelope is its own hand-off's: :mod:`.built`)."""
-    batch = [Outgoing(i.message, i.entry.shard) for i in items if i.message is not None]
-    if len(batch) != len(items):
-        raise TypeError("built envelopes are published by the hand-off that claimed them")
-    return batch
-
-
-class GenericHandOff:
+class GenericHandOff(Rejects):
     #: The revoke counts the guard compares with (shard -> count read after the pass's claims);
     #: None, or a shard left out: the guard reads its count itself, at the hand-off.
     _counts_read: Mapping[int, int] | None = None
@@ -281,69 +249,6 @@ class GenericHandOff:
         first, last = result.entries[0].due_ms, result.entries[-1].due_ms
         return last if first == last else last - 1  # a batch of one instant: nothing to wait for
 
-    def _decode(self, claims: list[Claim], claimed_at: float) -> list[Item]:
-        """Messages of the entries; an entry that does not decode is dead-lettered (and acked)."""
-        items: list[Item] = []
-        poison: list[tuple[Claimed, PoisonMessage]] = []
-        for entries, fence in claims:
-            for entry in entries:
-                try:
-                    items.append(Item(entry, decode(entry.task_id, entry.payload), fence, claimed_at))
-                except PoisonMessage as exc:
-                    poison.append((entry, exc))
-        for entry, error in poison:
-            letter = DeadLetter.for_poison(entry.task_id, entry.payload, error, entry.shard)
-            self._dead_letter(entry, letter, "poison", str(error))
-        return items
-
-    def _check(self, items: list[Item]) -> list[Item]:
-        """Keep what a worker would run; dead-letter what it would discard, with the reason."""
-        if self.check is None or all(i.message is None for i in items):  # all built: nothing to check
-            return items
-        kept: list[Item] = []
-        for item in items:
-            if item.message is None:  # built by the claim script, which runs the worker's checks
-                kept.append(item)
-                continue
-            problem = self.check(item.message)
-            if problem is None:
-                kept.append(item)
-                continue
-            now = int(time.time() * 1000)
-            letter = DeadLetter.for_message(
-                item.message, "invalid", exc_type="InvalidMessage", exc_message=problem,
-                first_failure_ms=now, last_failure_ms=now, worker="dispatcher", extra={"shard": item.entry.shard},
-            )
-            self._dead_letter(item.entry, letter, "invalid", problem)
-        return kept
-
-    def _dead_letter(self, entry: Claimed, letter: DeadLetter, reason: str, why: str) -> None:
-        """Store the letter and ack the entry; if the letter cannot be stored (a full store) the entry
-        stays in flight, to be reaped and tried again, and the rest of the batch goes on."""
-        try:
-            self.env.dead_letters.add(letter)
-        except redis.RedisError as exc:
-            log_event(logging.ERROR, f"{reason}.dead_letter_failed", id=entry.task_id, shard=entry.shard,
-                      error=str(exc))
-            return
-        log_event(logging.ERROR, f"{reason}.dead_lettered", id=entry.task_id, shard=entry.shard, why=why)
-        self.env.observer.dead_lettered(reason, 1)
-        self._to_ack.append(entry)
-
-    def _orphans(self, shard: int, ids: list[str]) -> None:
-        log_event(logging.ERROR, "orphan.dropped", shard=shard, count=len(ids), ids=",".join(ids[:10]),
-                  why="in due without a stored message: nothing to publish")
-        self.env.observer.orphaned(shard, len(ids))
-
-    def _revoked(self, shard: int, ids: list[str], where: str) -> None:
-        log_event(logging.INFO, "revoked.dropped", shard=shard, count=len(ids), ids=",".join(ids[:10]), at=where)
-        self.env.observer.revoked(shard, len(ids))
-        if self.on_revoked is not None:
-            try:
-                self.on_revoked(ids)
-            except Exception as exc:  # a result backend's trouble is not the dispatcher's
-                log_event(logging.WARNING, "revoked.mark_failed", shard=shard, error=repr(exc))
-
     def _keep_fresh(self, items: list[Item]) -> list[Item]:
         """Hand back, before publishing anything, the entries whose claim is no longer safely
         ours: the shard's lease lapsed or changed since, or the claim is close to its in-flight
@@ -398,19 +303,6 @@ class GenericHandOff:
         self._to_ack.extend(published)
         rest = [i.entry for i in items[report.published:]] if report.error is not None else []
         self._release(lapsed + unconfirmed + rest)
-
-    def _dead_letter_unpublishable(self, refused: list[tuple[Item, BaseException]]) -> None:
-        """A message the broker (or Kombu) refuses for a reason of its own would block its shard
-        if it went back to ``due``: it goes to the dead-letter store, and the shard goes on."""
-        now = int(time.time() * 1000)
-        for item, exc in refused:
-            if item.message is None:  # a built envelope is never refused alone: the write fails whole
-                continue
-            letter = DeadLetter.for_message(
-                item.message, "unpublishable", exc_type=type(exc).__name__, exc_message=str(exc),
-                first_failure_ms=now, last_failure_ms=now, worker="dispatcher",
-            )
-            self._dead_letter(item.entry, letter, "unpublishable", describe(exc))
 
     def _release(self, entries: list[Claimed]) -> None:
         if entries:

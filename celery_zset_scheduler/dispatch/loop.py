@@ -7,7 +7,7 @@ entries (:mod:`.periodic`: their occurrences become stored tasks), then one batc
 shard that is due, through the :class:`~.handoff.HandOff`. It then sleeps until the
 earliest due time of its shards (by Redis time, converted to a local monotonic deadline), its next
 heartbeat or ``max_interval``, whichever is first; a schedule earlier than that publishes a wake-up
-on the store's channel.
+on the store's channel (:mod:`.wake`).
 
 Redis or broker outages are logged once, retried with capped exponential backoff, and never drop
 a claimed entry: it is published and acked, or released to ``due``, or left in flight for the reap.
@@ -15,13 +15,10 @@ a claimed entry: it is published and acked, or released to ``due``, or left in f
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 from typing import Any
-
-import redis
 
 from ..errors import ZSetSchedulerError
 from ..model.backoff import OutageBackoff
@@ -38,13 +35,9 @@ from .handoff import BrokerUnavailable, Env, HandOffFactory, Publisher, ShardPas
 from .leadership import Leadership, new_member_id
 from .observer import Observer
 from .periodic import PeriodicEnv, PeriodicFactory
+from .wake import REDIS_ERRORS, WakeChannel
 
-# Any Redis error is an outage to wait out, not a reason to exit: a full store (OOM), a failover
-# (READONLY, MASTERDOWN), a busy script, a lost connection. Exiting would crash-loop under a
-# supervisor exactly when the store needs draining.
-REDIS_ERRORS = (redis.RedisError,)
 OUTAGE_REMINDER_S = 60.0
-SLEEP_SLICE_S = 0.25  # how promptly stop() is noticed while sleeping
 # Shards due within this window are claimed in the same pass: one round trip instead of several,
 # and entries of different shards due at nearly the same time are published in due order.
 COALESCE_S = 0.005
@@ -90,7 +83,7 @@ class Dispatcher:
         self._renewed_at = 0.0  # the last renewal of the leases (a heartbeat or a hand-off's)
         self._last_claim = 0.0
         self._backlog = False  # the last pass took a full batch on some shard
-        self._pubsub: Any = None
+        self.wake = WakeChannel(store, self._stop)
         self._outage: str | None = None
         self._outage_logged = 0.0
         self._backoff = OutageBackoff(cap=self.config.backoff_max)
@@ -144,14 +137,8 @@ class Dispatcher:
             self.leadership.release_all()
         except REDIS_ERRORS as exc:
             log_event(logging.WARNING, "dispatcher.shutdown_incomplete", error=describe(exc))
-        self._close_pubsub()
+        self.wake.close()
         log_event(logging.INFO, "dispatcher.stopped", dispatcher=self.member_id)
-
-    def _close_pubsub(self) -> None:
-        pubsub, self._pubsub = self._pubsub, None
-        if pubsub is not None:
-            with contextlib.suppress(Exception):  # a broken connection must not hide why we close it
-                pubsub.close()
 
     def _failed(self, what: str, exc: BaseException) -> None:
         now = time.monotonic()
@@ -165,7 +152,7 @@ class Dispatcher:
             log_event(logging.WARNING, "outage.continues", what=what, **where, error=describe(exc))
             self._outage_logged = now
         self._outage = what
-        self._close_pubsub()  # re-subscribe after the outage
+        self.wake.close()  # re-subscribe after the outage
         self._stop.wait(self._backoff.next())
 
     def _recovered(self) -> None:
@@ -178,7 +165,7 @@ class Dispatcher:
 
     def run_once(self) -> bool:
         """One pass over the owned shards; True when a shard had a full batch (no sleep wanted)."""
-        self._subscribe()  # before claiming: a claim arms the wake keys that publish to us
+        self.wake.subscribe()  # before claiming: a claim arms the wake keys that publish to us
         self.handoff.settle(acks=False)
         now = time.monotonic()
         if now >= self._next_beat:
@@ -349,30 +336,7 @@ class Dispatcher:
         if deadline - now > ACK_LINGER_S:
             self.handoff.settle()  # nothing to piggyback on soon: ack the last batch now
         if deadline - now > 0:
-            self._wait_until(deadline)
-
-    def _wait_until(self, deadline: float) -> None:
-        while not self._stop.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            timeout = min(remaining, SLEEP_SLICE_S)
-            if self._pubsub is None:
-                self._stop.wait(timeout)
-                continue
-            try:
-                message = self._pubsub.get_message(timeout=timeout)
-            except REDIS_ERRORS:
-                if not self.store.clustered:
-                    raise
-                self._close_pubsub()  # its node is down: sleep by the clock, subscribe again next pass
-                continue
-            woke = False
-            while message is not None:
-                woke |= self._on_wake(message)
-                message = self._pubsub.get_message(timeout=0)
-            if woke:
-                return
+            self.wake.wait_until(deadline, self._on_wake)
 
     def _on_wake(self, message: dict[str, Any]) -> bool:
         if message.get("type") != "message":
@@ -387,18 +351,3 @@ class Dispatcher:
             self._next_due[shard] = 0.0
             return True
         return False
-
-    def _subscribe(self) -> None:
-        if self._pubsub is None:
-            pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                pubsub.subscribe(self.store.keys.wake_channel)
-            except REDIS_ERRORS:
-                if not self.store.clustered:
-                    raise
-                # The channel's node is down: wake-ups only shorten a sleep that max_interval
-                # bounds anyway, so the shards on the other masters go on without them.
-                with contextlib.suppress(Exception):
-                    pubsub.close()
-                return
-            self._pubsub = pubsub

@@ -31,8 +31,9 @@ from collections.abc import Mapping, Sequence
 
 from ..store.claims import Fence
 from .budget import in_budget
-from .generic import Check, GenericHandOff, Item, Revoked, item_bytes, outgoing
+from .generic import GenericHandOff
 from .handoff import Env, HandOffFactory, InFlight, Pass, PipelinedPublisher
+from .items import Check, Item, Revoked, item_bytes, outgoing
 
 
 def pipelined(publisher: PipelinedPublisher, check: Check | None = None,

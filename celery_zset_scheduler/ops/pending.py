@@ -21,7 +21,8 @@ from typing import Any, Literal
 from ..errors import PoisonMessage
 from ..model.codec import decode
 from ..model.cursors import InvalidCursor, decode_cursor, encode_cursor
-from ..store.pending import CHUNK, CancelStatus, PageEntry, Store, reschedule_call
+from ..store.entries import CancelStatus, PageEntry, reschedule_call
+from ..store.pending import CHUNK, Store
 from ..store.snapshot import count_due, redis_now_ms
 from .paging import Progress, chunks, sweep
 from .views import Decompress, entry_view

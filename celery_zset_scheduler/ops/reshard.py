@@ -15,7 +15,8 @@ The procedure (``docs/design.md``, *Resharding*):
 4. record the new count in the meta hash, clear the move's marks, release the lease.
 
 Each step is idempotent, so running the command again after a crash (even ``kill -9``) resumes:
-entries a killed run had taken are put and dropped first, then the passes go on.
+entries a killed run had taken are put and dropped first, then the passes go on. What a run would
+move (the routing under the new count, ``--dry-run``) is :mod:`.reshard_plan`.
 """
 
 from __future__ import annotations
@@ -23,19 +24,15 @@ from __future__ import annotations
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-from ..errors import PoisonMessage, ZSetSchedulerError
-from ..model.codec import decode
-from ..model.headers import PERIODIC
 from ..model.ids import task_id_of
 from ..model.keys import KeySpace
-from ..model.reshard import Layout, ShardPlan, check_target, routing_key, shard_for
+from ..model.reshard import Layout, ShardPlan, routing_key, shard_for
 from ..store import meta
 from ..store.leases import UNLOCK
-from ..store.pending import Page, Store, page_call
+from ..store.pending import Store
 from ..store.reshard import (
     Held,
     drop_call,
@@ -47,161 +44,29 @@ from ..store.reshard import (
     revokes_put_call,
     take_call,
 )
-from ..store.scripts import Call
 from ..store.shared import Shared
-from ..store.values import payload as stored_payload
+from .reshard_plan import (
+    MOST_SHARDS,
+    Report,
+    ReshardError,
+    Router,
+    ShardMoves,
+    check_move,
+    ids_page,
+    periodic_name,
+    periodic_names,
+    plan,
+    read_layout,
+    revoke_records,
+)
 
-#: Most shards a store may have (the setting's bound).
-MOST_SHARDS = 16384
 LOCK_TTL = 10.0
 
 Progress = Callable[..., None]
 
 
-class ReshardError(ZSetSchedulerError):
-    """A reshard that cannot be made (bad target, another move under way, the lease held)."""
-
-
-@dataclass
-class ShardMoves:
-    """What one shard sent elsewhere (or, in a dry run, would send)."""
-
-    shard: int
-    entries: ShardPlan
-    periodic: ShardPlan
-    revokes: ShardPlan
-    inflight: int = 0
-
-
-@dataclass
-class Report:
-    """What a reshard did (or, with ``dry_run``, would do)."""
-
-    shards_from: int
-    shards_to: int
-    dry_run: bool
-    resumed: bool = False
-    passes: int = 0
-    moved: dict[str, int] = field(default_factory=lambda: {"entries": 0, "periodic": 0, "revokes": 0})
-    shards: list[ShardMoves] = field(default_factory=list)
-
-
 def _quiet(event: str, **fields: Any) -> None:
     pass
-
-
-class _Router:
-    """Where an entry of a shard goes under the new count (the same for the move and the dry run)."""
-
-    def __init__(self, client: Any, keys: KeySpace, old: int, new: int) -> None:
-        self.client, self.keys, self.old, self.new = client, keys, old, new
-        self.shared = Shared(client, keys)
-
-    def targets(self, shard: int, members: Sequence[bytes | str]) -> dict[bytes | str, int]:
-        """The new shard of each entry pending in ``shard``, by member as stored (model/ids.py)."""
-        if not members:
-            return {}
-        sk = self.keys.shard(shard)
-        ikeys = self.client.hmget(sk.id_keys, list(members))
-        routing: dict[bytes | str, str] = {}
-        foreign: list[bytes | str] = []
-        for stored, ikey in zip(members, ikeys, strict=True):
-            task_id = task_id_of(stored)
-            if ikey:
-                routing[stored] = ikey.decode()
-            elif shard_for(task_id, self.old) == shard or shard_for(task_id, self.new) == shard:
-                routing[stored] = task_id
-            else:
-                foreign.append(stored)  # placed by something else: a periodic entry's occurrence
-        if foreign:
-            for stored, value in zip(foreign, self.client.hmget(sk.msg, foreign), strict=True):
-                whole = None if value is None else self.shared.inline(shard, bytes(value))
-                task_id = task_id_of(stored)
-                routing[stored] = routing_key(task_id, None, _periodic_name(task_id, whole))
-        return {stored: shard_for(routing[stored], self.new) for stored in members}
-
-
-def _periodic_name(task_id: str, value: bytes | None) -> str | None:
-    raw = stored_payload(value)
-    if not raw:
-        return None
-    try:
-        name = decode(task_id, raw).headers.get(PERIODIC)
-    except PoisonMessage:
-        return None
-    return name if isinstance(name, str) and name else None
-
-
-def read_layout(store: Store) -> Layout:
-    recorded = meta.read(store.client, store.keys)
-    if recorded.layout is None:
-        raise ReshardError(f"the store at prefix {store.keys.prefix!r} is not created yet: "
-                           "set zset_scheduler_shards instead")
-    return recorded.layout
-
-
-def _target(layout: Layout, to: int) -> None:
-    if layout.moving_to is not None and layout.moving_to != to:
-        raise ReshardError(
-            f"a reshard from {layout.shards} to {layout.moving_to} shards is under way: "
-            f"finish it first with `celery zset reshard --to {layout.moving_to}`"
-        )
-    if layout.moving_to is None:
-        why = check_target(layout.shards, to, MOST_SHARDS)
-        if why:
-            raise ReshardError(why)
-
-
-def plan(store: Store, to: int, *, batch: int = 500) -> Report:
-    """What ``reshard(store, to)`` would move, shard by shard; reads only."""
-    layout = read_layout(store)
-    _target(layout, to)
-    span = max(layout.span, to)
-    keys = KeySpace(store.keys.prefix, to, span)
-    router = _Router(store.client, keys, layout.shards, to)
-    report = Report(layout.shards, to, dry_run=True, resumed=layout.moving)
-    for shard in range(span):
-        moves = ShardMoves(shard, ShardPlan(shard), ShardPlan(shard), ShardPlan(shard))
-        after: tuple[int, str] | None = None
-        while True:
-            page = store.scripts.run(_page(keys, shard, after, batch))
-            targets = router.targets(shard, [e.member for e in page.entries])
-            for target in targets.values():
-                moves.entries.count(target)
-            if page.cursor is None:
-                break
-            after = page.cursor
-        for held in store.scripts.run(held_call(keys, shard, 1_000_000)):
-            moves.entries.count(shard_for(routing_key(held.task_id, held.idempotency_key, None), to))
-        for name in _names(store.client, keys, shard):
-            moves.periodic.count(shard_for(name, to))
-        for stored, _ in _revoke_records(store.client, keys, shard):
-            moves.revokes.count(shard_for(task_id_of(stored), to))
-        moves.inflight = int(store.client.zcard(keys.shard(shard).inflight))
-        report.shards.append(moves)
-    return report
-
-
-def _page(keys: KeySpace, shard: int, after: tuple[int, str] | None, batch: int) -> Call[Page]:
-    """A page of a shard's pending ids (no messages), after the cursor ``after``."""
-    return page_call(keys, shard, after=after, min_due=None, max_due=None, limit=batch, with_payloads=False)
-
-
-def _names(client: Any, keys: KeySpace, shard: int, batch: int = 1000) -> list[str]:
-    found: list[str] = []
-    start = "-"
-    while True:
-        names = [n.decode() for n in client.zrangebylex(keys.shard(shard).periodic_names, start, "+", 0, batch)]
-        found += names
-        if len(names) < batch:
-            return found
-        start = "(" + names[-1]
-
-
-def _revoke_records(client: Any, keys: KeySpace, shard: int) -> list[tuple[bytes, int]]:
-    """The shard's revoke records: (member as stored, expiry ms); a move carries the member."""
-    rows = client.zrange(keys.shard(shard).revoked, 0, -1, withscores=True)
-    return [(bytes(i), int(s)) for i, s in rows]
 
 
 class _Run:
@@ -217,7 +82,7 @@ class _Run:
         self.progress = progress
         self.lock_ttl_ms = max(1000, int(lock_ttl * 1000))
         self.token = secrets.token_hex(16)
-        self.router = _Router(self.client, self.keys, self.old, self.new)
+        self.router = Router(self.client, self.keys, self.old, self.new)
         self.shared = Shared(self.client, self.keys)  # every shard of both layouts
         self._renewed = 0.0
 
@@ -273,7 +138,7 @@ class _Run:
             if not held:
                 break
             targets: dict[bytes | str, int] = {
-                h.member: shard_for(routing_key(h.task_id, h.idempotency_key, _periodic_name(
+                h.member: shard_for(routing_key(h.task_id, h.idempotency_key, periodic_name(
                     h.task_id, None if h.value is None else self.shared.inline(shard, h.value))), self.new)
                 for h in held}
             moved += self._put_and_drop(shard, held, targets, moves)
@@ -315,7 +180,7 @@ class _Run:
         after: tuple[int, str] | None = None
         while True:
             self.renew()
-            page = self.scripts.run(_page(self.keys, shard, after, self.batch))
+            page = self.scripts.run(ids_page(self.keys, shard, after, self.batch))
             targets = self.router.targets(shard, [e.member for e in page.entries])
             leaving = [i for i, t in targets.items() if t != shard]
             if leaving:
@@ -328,7 +193,7 @@ class _Run:
             after = page.cursor
 
     def _move_periodic(self, shard: int, moves: ShardMoves) -> int:
-        leaving = [n for n in _names(self.client, self.keys, shard) if shard_for(n, self.new) != shard]
+        leaving = [n for n in periodic_names(self.client, self.keys, shard) if shard_for(n, self.new) != shard]
         moved = 0
         for start in range(0, len(leaving), self.batch):
             self.renew()
@@ -349,7 +214,7 @@ class _Run:
         return len(taken)
 
     def _move_revokes(self, shard: int, moves: ShardMoves) -> int:
-        leaving = [(i, e) for i, e in _revoke_records(self.client, self.keys, shard)
+        leaving = [(i, e) for i, e in revoke_records(self.client, self.keys, shard)
                    if shard_for(task_id_of(i), self.new) != shard]
         if not leaving:
             return 0
@@ -402,7 +267,7 @@ def reshard(store: Store, to: int, *, batch: int = 500, progress: Progress | Non
     move to ``to`` that a killed run left under way. ``progress(event, **fields)`` hears of each step."""
     say = progress or _quiet
     layout = read_layout(store)
-    _target(layout, to)
+    check_move(layout, to)
     run = _Run(store, Layout(layout.shards), to, batch, say, lock_ttl)
     run.lock(lock_ttl * 1.5 if wait is None else wait)
     try:
@@ -432,3 +297,5 @@ def reshard(store: Store, to: int, *, batch: int = 500, progress: Progress | Non
     finally:
         run.unlock()
 
+
+__all__ = ["LOCK_TTL", "MOST_SHARDS", "Report", "ReshardError", "ShardMoves", "plan", "read_layout", "reshard"]

@@ -14,7 +14,7 @@ from ..errors import PoisonMessage
 from ..model.codec import JSON, StoredMessage, decode
 from ..model.letters import DeadLetter
 from ..model.times import iso
-from ..store.pending import StoredEntry
+from ..store.entries import StoredEntry
 
 Decompress = Callable[[bytes, str], bytes]
 

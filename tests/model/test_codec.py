@@ -12,11 +12,11 @@ from celery_zset_scheduler.errors import PoisonMessage
 from celery_zset_scheduler.model.codec import (
     EMBED_SUFFIX,
     StoredMessage,
-    Template,
     decode,
     encode,
     shared_length,
 )
+from celery_zset_scheduler.model.template import Template
 
 from ..support import codec4, old_codec
 

@@ -10,7 +10,8 @@ import redis
 
 from celery_zset_scheduler.model.keys import KeySpace
 from celery_zset_scheduler.store.client import make_client
-from celery_zset_scheduler.store.pending import Store, get_call
+from celery_zset_scheduler.store.entries import get_call
+from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.store.schedule import NewEntry
 from celery_zset_scheduler.testing.cluster import RedisClusterServer
 

@@ -12,7 +12,8 @@ import pytest
 import redis
 
 import celery_zset_scheduler.store
-from celery_zset_scheduler.store.pending import Store, cancel_call
+from celery_zset_scheduler.store.entries import cancel_call
+from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.store.schedule import NewEntry, schedule_call
 from celery_zset_scheduler.store.scripts import DEFINITIONS, Call, Scripts, resolve_includes, sources
 

@@ -12,7 +12,8 @@ from redis.cluster import RedisCluster
 from celery_zset_scheduler.model.letters import DeadLetter
 from celery_zset_scheduler.store.claims import ClaimResult, Claims, Fence
 from celery_zset_scheduler.store.deadletters import DeadLetters
-from celery_zset_scheduler.store.pending import PageEntry, Store
+from celery_zset_scheduler.store.entries import PageEntry
+from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.store.snapshot import read_shards
 
 

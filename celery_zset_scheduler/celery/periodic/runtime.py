@@ -16,7 +16,7 @@ it back, and the leader treats what fell due meanwhile as missed (the entry's ca
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -24,9 +24,9 @@ from ...errors import ConfigurationError, PoisonMessage, ZSetSchedulerError
 from ...model.codec import StoredMessage, decode, encode
 from ...model.cursors import decode_cursor, encode_cursor
 from ...model.periodic import PeriodicEntry, PeriodicEntryError, PeriodicState, after_fire, ms_to_iso, occurrence_id
-from ...model.periodic_json import join_entry, split_entry, state_from_json, state_to_json
-from ...store.periodic import EntryRecord, Occurrence, PeriodicStore, WriteMode, write_call
-from ..core.state import ensure_installation
+from ...model.periodic_json import join_entry, state_from_json
+from ...store.periodic import Occurrence, write_call
+from .changes import Current, Status, Write, change_entry, next_look, periodic_store, read_entry, write_args
 from .entries import Templates, app_zone, build_template, normalized
 from .fire_times import first_run_ms
 from .schedules import spec_of
@@ -52,11 +52,9 @@ __all__ = [
     "upsert",
 ]
 
-ATTEMPTS = 20
 BACKFILL_CHUNK = 500
 #: Fields whose change moves the next run (it is computed again from now).
 TIMING = ("schedule", "start_time", "end_time", "expires", "one_off")
-Status = str
 
 
 @dataclass(frozen=True)
@@ -73,67 +71,6 @@ class PeriodicInfo:
 class PeriodicPage:
     entries: list[PeriodicInfo]
     cursor: str | None  # pass back to list_entries for the next page; None at the end
-
-
-@dataclass(frozen=True)
-class _Current:
-    record: EntryRecord
-    entry: PeriodicEntry
-    state: PeriodicState
-
-    @property
-    def now_ms(self) -> int:
-        return self.record.now_ms
-
-
-@dataclass(frozen=True)
-class _Write:
-    status: Status
-    entry: PeriodicEntry | None  # None: remove it
-    state: PeriodicState
-    template: bytes | None = None  # None: keep the stored one
-    look_ms: int | None = None
-    mark: str = ""
-    occurrences: Sequence[Occurrence] = ()
-
-
-def _periodic(app: Any) -> PeriodicStore:
-    return PeriodicStore(ensure_installation(app).store)
-
-
-def _look(entry: PeriodicEntry, state: PeriodicState) -> int | None:
-    return state.next_run_ms if entry.enabled and not entry.paused else None
-
-
-def _read(ps: PeriodicStore, name: str) -> _Current | None:
-    record = ps.read(name)
-    if record.definition is None or record.plan is None or record.state is None:
-        return None
-    return _Current(record, join_entry(record.plan, record.definition), state_from_json(record.state))
-
-
-def _change(app: Any, name: str, plan: Callable[[_Current], _Write | Status]) -> Status:
-    """Read, plan, compare-and-set, again while a leader's fire gets in between."""
-    ps = _periodic(app)
-    for _ in range(ATTEMPTS):
-        current = _read(ps, name)
-        if current is None:
-            return "unknown"
-        write = plan(current)
-        if isinstance(write, str):
-            return write
-        ok, _ = ps.write(name, **_write_args(write, "cas", current.record.state))
-        if ok:
-            return write.status
-    raise ZSetSchedulerError(f"periodic entry {name!r} kept changing while it was written; try again")
-
-
-def _write_args(write: _Write, mode: WriteMode, expected: bytes | None) -> dict[str, Any]:
-    plan, definition = (None, None) if write.entry is None else split_entry(write.entry)
-    return {"mode": mode, "expected": expected, "definition": None if definition is None else definition.encode(),
-            "plan": None if plan is None else plan.encode(), "template": write.template,
-            "state": state_to_json(write.state, defaults=False).encode(), "look_ms": write.look_ms,
-            "mark": write.mark, "occurrences": write.occurrences}
 
 
 # -- creating -----------------------------------------------------------------------------------
@@ -167,7 +104,7 @@ def add_many(app: Any, entries: Iterable[PeriodicEntry | tuple[PeriodicEntry, Pe
 
     Without ``replace_existing`` an existing name is left as it is ("exists"); with it, the entry
     is updated as by :func:`update` (its state kept)."""
-    ps = _periodic(app)
+    ps = periodic_store(app)
     out: dict[str, Status] = {}
     batch: list[tuple[PeriodicEntry, PeriodicState, bytes]] = []
     templates = Templates(app)
@@ -183,8 +120,8 @@ def add_many(app: Any, entries: Iterable[PeriodicEntry | tuple[PeriodicEntry, Pe
             if key not in firsts:
                 firsts[key] = initial_next(entry, state, now, zone)
             state = replace(state, next_run_ms=firsts[key], buffered_ms=None)
-            write = _Write("added", entry, state, template, _look(entry, state))
-            calls.append(write_call(ps.keys, entry.name, **_write_args(write, "new", None)))
+            write = Write("added", entry, state, template, next_look(entry, state))
+            calls.append(write_call(ps.keys, entry.name, **write_args(write, "new", None)))
         for (entry, _state, template), (ok, _) in zip(batch, ps.write_many(calls), strict=True):
             out[entry.name] = "added" if ok else "exists"
             if not ok and replace_existing:
@@ -205,12 +142,12 @@ def add_many(app: Any, entries: Iterable[PeriodicEntry | tuple[PeriodicEntry, Pe
 def upsert(app: Any, entry: PeriodicEntry, template: bytes, *, keep_switches: bool) -> Status:
     """Create ``entry`` or give the existing one its definition (``"added"``, ``"updated"``,
     ``"unchanged"``); ``entry`` is normalised and ``template`` built for it (the sync's path)."""
-    ps = _periodic(app)
+    ps = periodic_store(app)
     state = PeriodicState()
     now = ps.read(entry.name).now_ms
     state = replace(state, next_run_ms=initial_next(entry, state, now, app_zone(app)))
-    write = _Write("added", entry, state, template, _look(entry, state))
-    ok, _ = ps.write(entry.name, **_write_args(write, "new", None))
+    write = Write("added", entry, state, template, next_look(entry, state))
+    ok, _ = ps.write(entry.name, **write_args(write, "new", None))
     return "added" if ok else _replace(app, entry, template, keep_switches=keep_switches)
 
 
@@ -218,18 +155,18 @@ def _replace(app: Any, new: PeriodicEntry, template: bytes, *, keep_switches: bo
     """Give an existing entry the definition ``new`` (its state kept). ``keep_switches``: keep its
     ``enabled``/``paused``/``pause_note`` (what operators switch at run time)."""
 
-    def plan(current: _Current) -> _Write | Status:
+    def plan(current: Current) -> Write | Status:
         entry = new
         if keep_switches:
             entry = replace(new, enabled=current.entry.enabled, paused=current.entry.paused,
                             pause_note=current.entry.pause_note)
         return _transition(app, current, entry, template, "updated")
 
-    return _change(app, new.name, plan)
+    return change_entry(app, new.name, plan)
 
 
-def _transition(app: Any, current: _Current, new: PeriodicEntry, template: bytes | None,
-                status: Status) -> _Write | Status:
+def _transition(app: Any, current: Current, new: PeriodicEntry, template: bytes | None,
+                status: Status) -> Write | Status:
     """The write that turns the current entry into ``new``."""
     old, state, now = current.entry, current.state, current.now_ms
     if new == old and template in (None, current.record.template):
@@ -241,8 +178,8 @@ def _transition(app: Any, current: _Current, new: PeriodicEntry, template: bytes
     elif not old.enabled or timing or state.next_run_ms is None:
         # Enabled now, or another schedule: it starts after now (nothing before counts as missed).
         state = replace(state, next_run_ms=first_run_ms(new, now, app_zone(app)), buffered_ms=None)
-    return _Write(status, new, state, template if template is not None else build_template(app, new),
-                  _look(new, state))
+    return Write(status, new, state, template if template is not None else build_template(app, new),
+                  next_look(new, state))
 
 
 # -- changing -----------------------------------------------------------------------------------
@@ -260,25 +197,25 @@ def update(app: Any, name: str, /, **changes: Any) -> Status:
     if "schedule" in changes and not isinstance(changes["schedule"], Mapping):
         changes["schedule"] = spec_of(changes["schedule"])
 
-    def plan(current: _Current) -> _Write | Status:
+    def plan(current: Current) -> Write | Status:
         new = normalized(app, replace(current.entry, **changes))
         return _transition(app, current, new, None, "updated")
 
-    return _change(app, name, plan)
+    return change_entry(app, name, plan)
 
 
 def _switch(app: Any, names: Iterable[str], status: Status, change: Callable[[PeriodicEntry], PeriodicEntry],
-            look: Callable[[_Current, PeriodicEntry], int | None] | None = None) -> dict[str, Status]:
-    def plan(current: _Current) -> _Write | Status:
+            look: Callable[[Current, PeriodicEntry], int | None] | None = None) -> dict[str, Status]:
+    def plan(current: Current) -> Write | Status:
         new = change(current.entry)
         if new == current.entry:
             return "unchanged"
         if look is None:
             return _transition(app, current, new, current.record.template, status)
         state = replace(current.state, revision=current.state.revision + 1)
-        return _Write(status, new, state, None, look(current, new))
+        return Write(status, new, state, None, look(current, new))
 
-    return {name: _change(app, name, plan) for name in dict.fromkeys(names)}
+    return {name: change_entry(app, name, plan) for name in dict.fromkeys(names)}
 
 
 def enable(app: Any, *names: str) -> dict[str, Status]:
@@ -301,18 +238,18 @@ def pause(app: Any, *names: str, note: str = "") -> dict[str, Status]:
 def resume(app: Any, *names: str) -> dict[str, Status]:
     """Resume paused entries: what fell due while paused follows each entry's catch-up policy."""
 
-    def look(current: _Current, new: PeriodicEntry) -> int | None:
-        return _look(new, current.state)
+    def look(current: Current, new: PeriodicEntry) -> int | None:
+        return next_look(new, current.state)
 
     return _switch(app, names, "resumed", lambda e: replace(e, paused=False, pause_note=""), look)
 
 
 def remove(app: Any, *names: str) -> dict[str, Status]:
     """Remove entries (their occurrences already stored still run). ``removed`` or ``unknown``."""
-    ps = _periodic(app)
+    ps = periodic_store(app)
     out: dict[str, Status] = {}
     for name in dict.fromkeys(names):
-        status = _change(app, name, lambda current: _Write("removed", None, current.state))
+        status = change_entry(app, name, lambda current: Write("removed", None, current.state))
         if status == "removed":
             ps.set_config(name, None)  # a later sync adds it again only if beat_schedule still has it
         out[name] = status
@@ -337,25 +274,25 @@ def run_now(app: Any, *names: str) -> dict[str, str | None]:
     for an unknown name. The next scheduled run does not move."""
     ids: dict[str, str | None] = {}
 
-    def plan(current: _Current) -> _Write:
+    def plan(current: Current) -> Write:
         entry, now = current.entry, current.now_ms
         task_id = occurrence_id(entry.name, now)
         ids[entry.name] = task_id
         occurrence = Occurrence(task_id, now, _with_expiry(entry, current.record.template, task_id, now))
         state = after_fire(current.state, entry.name, now, current.state.next_run_ms)
-        return _Write("triggered", entry, state, None, current.record.look_ms,
+        return Write("triggered", entry, state, None, current.record.look_ms,
                       "f" if entry.overlap != "allow" else "", [occurrence])
 
     for name in dict.fromkeys(names):
         ids[name] = None
-        if _change(app, name, plan) == "unknown":
+        if change_entry(app, name, plan) == "unknown":
             ids[name] = None
     return ids
 
 
 def backfill_preview(app: Any, name: str, start_ms: int, end_ms: int) -> list[int]:
     """The fire times :func:`backfill` would store (nothing is written)."""
-    current = _read(_periodic(app), name)
+    current = read_entry(periodic_store(app), name)
     if current is None:
         raise PeriodicEntryError("no such entry", "name", name)
     if end_ms < start_ms:
@@ -374,7 +311,7 @@ def backfill(app: Any, name: str, start_ms: int, end_ms: int) -> list[tuple[int,
     for start in range(0, len(times), BACKFILL_CHUNK):
         chunk = times[start:start + BACKFILL_CHUNK]
 
-        def plan(current: _Current, chunk: list[int] = chunk) -> _Write:
+        def plan(current: Current, chunk: list[int] = chunk) -> Write:
             state, occurrences = current.state, []
             for i, fire in enumerate(chunk):
                 task_id = occurrence_id(name, fire)
@@ -382,9 +319,9 @@ def backfill(app: Any, name: str, start_ms: int, end_ms: int) -> list[tuple[int,
                 occurrences.append(Occurrence(task_id, due, _with_expiry(current.entry, current.record.template,
                                                                          task_id, due)))
                 state = after_fire(state, name, fire, state.next_run_ms)
-            return _Write("backfilled", current.entry, state, None, current.record.look_ms, "", occurrences)
+            return Write("backfilled", current.entry, state, None, current.record.look_ms, "", occurrences)
 
-        if _change(app, name, plan) == "unknown":
+        if change_entry(app, name, plan) == "unknown":
             raise PeriodicEntryError("was removed during the backfill", "name", name)
         ids += [(t, occurrence_id(name, t)) for t in chunk]
     return ids
@@ -394,8 +331,8 @@ def backfill(app: Any, name: str, start_ms: int, end_ms: int) -> list[tuple[int,
 
 def get(app: Any, name: str) -> PeriodicInfo | None:
     """An entry, its state, shard, origin, next look and the message its occurrences get."""
-    ps = _periodic(app)
-    current = _read(ps, name)
+    ps = periodic_store(app)
+    current = read_entry(ps, name)
     if current is None:
         return None
     message = None
@@ -410,7 +347,7 @@ def get(app: Any, name: str) -> PeriodicInfo | None:
 
 def list_entries(app: Any, *, limit: int = 100, cursor: str | None = None) -> PeriodicPage:
     """A page of entries in name order (byte order); pass ``cursor`` back for the next page."""
-    ps = _periodic(app)
+    ps = periodic_store(app)
     after = None if cursor is None else str(decode_cursor("periodic", {}, cursor))
     names = ps.names_after(after, limit + 1)
     more, names = len(names) > limit, names[:limit]

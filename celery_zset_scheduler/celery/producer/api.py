@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...errors import PoisonMessage
 from ...model.codec import StoredMessage, decode
 from ...model.times import countdown_ms, eta_ms
-from ...store.pending import CancelStatus, StoredEntry
+from ...store.entries import CancelStatus, StoredEntry
 from ..core.state import ensure_installation
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ origin) is the template's.
 
 The per-task work is the hot path (the target is 150k tasks/s): for Kombu's JSON serializer
 without compression (Celery's default) the body is one C-encoder call and the stored entry is the
-template's pre-encoded bytes around the per-task values (:class:`~..codec.Template`), byte for byte
+template's pre-encoded bytes around the per-task values (:class:`~...model.template.Template`), byte for byte
 what the generic path stores. Other serializers take the generic path (message, then ``encode``).
 """
 
@@ -28,8 +28,9 @@ from kombu.serialization import dumps, loads, registry
 from kombu.utils import json as kombu_json
 
 from ...errors import StoreUnavailable
-from ...model.codec import EMBED_SUFFIX, StoredMessage, Template, encode
+from ...model.codec import EMBED_SUFFIX, StoredMessage, encode
 from ...model.headers import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_OPTION, TEMPLATE_OPTION
+from ...model.template import Template
 from ...model.times import countdown_ms, datetime_us, eta_ms, us_isoformat
 from ...model.urls import mask_url
 from ...store.pending import Store

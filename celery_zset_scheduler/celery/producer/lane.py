@@ -6,14 +6,14 @@ round trip. Given the task, the options and a few settings, everything in the st
 task id, the arguments, the ``eta`` and the parent's ids is the same from call to call. So the
 first call of each shape (task name and ``apply_async`` options, per thread) goes the full way,
 and the sender hands its stored form back (``zset_capture``); it becomes the shape's template
-(:class:`~..model.codec.Template`; :func:`~..model.codec.encode` of the template with the call's
+(:class:`~...model.template.Template`; :func:`~...model.codec.encode` of the template with the call's
 values where the Template cannot be used: a call from inside a task, an ``eta`` not in UTC). A
 shape is taken only if the lane's entry for that first call is byte for byte the one Celery's
 path stored. The next calls of the shape do what ``send_task`` and the sender do, in the same
 order: ``backend.on_task_call``, the store write under the publish retry policy,
 ``after_task_publish``, the returned ``AsyncResult`` and the parent's trail.
 
-Anything else goes the full way: options outside a known set (``link``, ``link_error``,
+Anything else goes the full way (:mod:`.lane_rules`): options outside a known set (``link``, ``link_error``,
 ``expires``, ``headers``, a shadow name, canvas options, ``Queue``/``Exchange`` objects, retries,
 an idempotency key...), a serializer other than Kombu's JSON or a compression, ``send_task`` by
 name, classes of Celery's that the app overrides (``send_task``, ``as_task_v2``, the task sender,
@@ -36,35 +36,24 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from celery import Celery, signals
-from celery.app.amqp import AMQP
 from celery.app.routes import MapRoute
-from celery.app.task import Task
 from celery.utils import uuid
 from celery.utils.nodenames import anon_nodename
 from kombu.utils import json as kombu_json
 
 from ...model import headers as names
-from ...model.codec import EMBED_SUFFIX, JSON, UTF8, StoredMessage, Template, encode
+from ...model.codec import EMBED_SUFFIX, JSON, UTF8, StoredMessage, encode
 from ...model.internals import usable
+from ...model.template import Template
 from ...model.times import eta_ms, isoformat_us
 from ...store.schedule import ScheduleResult
 from ..core.compat import LANE, json_codec, levels_of, library_errors, verify_seconds
 from ..core.messages import Built
 from ..core.state import Installation
-from .mixins import ZSetAMQPMixin
+from .lane_rules import app_is_plain, may_be_shape
 from .reprs import argsrepr as saferepr
 from .sender import write
 
-#: Options a shape may hold (their values are part of the shape): the task's execution options
-#: ``apply_async`` merges in, and send options that only reach the message as it was built.
-SCALAR_OPTIONS = frozenset({
-    "queue", "routing_key", "exchange", "exchange_type", "priority", "serializer", "delivery_mode",
-    "compression", "time_limit", "soft_time_limit", "immediate", "mandatory", "ignore_result",
-    "add_to_parent", "retry", "timeout", "confirm_timeout",
-})
-#: Options ``apply_async`` always passes, which the lane takes only as None.
-NONE_OPTIONS = frozenset({"link", "link_error", "shadow", "expires"})
-_SCALARS = (type(None), bool, int, float, str)
 #: The settings the full path reads on every call (Celery's ``send_task``, ``as_task_v2`` and the
 #: router; the sender): a shape is used only while they keep the values it was made with.
 SETTINGS = ("task_send_sent_event", "task_default_queue", "task_repr_maxlevels", "task_serializer",
@@ -121,7 +110,7 @@ class Lane:
         self.app = app
         self.inst = inst
         self.original = original
-        self.usable = usable(LANE) and _app_is_plain(app, original)
+        self.usable = usable(LANE) and app_is_plain(app, original)
         self._settings_keys: list[tuple[str, ...]] | None = None
         self.taken = 0  # calls stored by the lane (not exact under threads: for tests and curiosity)
 
@@ -250,7 +239,7 @@ class Lane:
         """The full path, keeping its stored form as the shape's template when it can be one."""
         if signals.before_task_publish.receivers:  # they may change the message: not a template
             return self.original(name, args, kwargs, None, None, **options)
-        if not _may_be_shape(opts):  # not kept: such options (a retry's) often differ on every call
+        if not may_be_shape(opts):  # not kept: such options (a retry's) often differ on every call
             return self.original(name, args, kwargs, None, None, **options)
         settings = self._read_settings()
         if settings != tuple(self.app.conf.get(setting) for setting in SETTINGS):  # one it cannot read
@@ -363,23 +352,6 @@ class Lane:
 _NOT_TAKEN = object()
 
 
-def _may_be_shape(opts: dict[str, Any]) -> bool:
-    """Whether these options can make a shape: known ones, scalar values, the task's own class."""
-    task_type = opts.get("task_type")
-    if not isinstance(task_type, Task):  # send_task by name: Celery merges the task's options itself
-        return False
-    for k, v in opts.items():
-        if k in NONE_OPTIONS:
-            if v is not None:
-                return False
-        elif k in SCALAR_OPTIONS:
-            if type(v) not in _SCALARS:
-                return False
-        elif k not in ("task_type", "result_cls"):
-            return False
-    return True
-
-
 def _parent_ids(parent: Any) -> tuple[str, str] | None:
     """``(root_id, parent_id)`` Celery's ``send_task`` takes from the task being executed."""
     if parent is None:
@@ -398,22 +370,3 @@ def _headers(shape: Shape, task_id: str, args: Any, kwargs: Any, header: str,
                    argsrepr=saferepr(args or (), shape.maxsize[0], maxlevels=maxlevels),
                    kwargsrepr=saferepr(kwargs or {}, shape.maxsize[1], maxlevels=maxlevels))
     return headers
-
-
-def _app_is_plain(app: Any, original: Send) -> bool:
-    """Whether the app runs Celery's own ``send_task``, ``as_task_v2``, task sender, clock and
-    a router of mappings only (what the lane does in their place)."""
-    amqp = app.amqp
-    create = getattr(amqp.create_task_message, "__func__", None)
-    return (getattr(original, "__func__", None) is Celery.send_task and type(app).now is Celery.now
-            and create is AMQP.as_task_v2 and type(amqp).as_task_v2 is AMQP.as_task_v2
-            and not _overrides(type(amqp), AMQP, ("_create_task_sender", "send_task_message"))
-            and getattr(amqp.send_task_message, "__wrapped__", None) is not None
-            and all(type(route) is MapRoute for route in amqp.router.routes))
-
-
-def _overrides(cls: type, base: type, names_: tuple[str, ...]) -> bool:
-    """Whether a class between ``cls`` and ``base`` defines one of ``names_`` (our own mixin's
-    ``send_task_message`` wraps Celery's and does not count)."""
-    return any(name in vars(klass) for klass in cls.__mro__[:cls.__mro__.index(base)]
-               if klass is not ZSetAMQPMixin for name in names_)

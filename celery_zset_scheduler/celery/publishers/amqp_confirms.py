@@ -27,7 +27,7 @@ every ``check_every`` messages, before they are written (a revoked message is he
 the lease of each shard in a write is checked right before that write, after its messages are
 encoded (a lapsed shard's messages are held back and go back to ``due``), so a dispatcher paused
 past its lease publishes at most the one write it was making. The queues of the batch are
-declared first, as Celery declares them.
+declared first, as Celery declares them (:mod:`.amqp_channel`).
 
 The publisher owns its connection (``app.connection_for_write()``: ``broker_write_url`` if set):
 the dispatcher's thread is its only user. A connection the broker closed (an outage, a forced
@@ -38,17 +38,15 @@ outage is waited out by the dispatcher's backoff, with its heartbeats going on.
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kombu.entity import Exchange, Queue
-
 from ...dispatch.handoff import Guard, Outgoing, PublishReport
 from ...errors import ZSetSchedulerError
 from ...model.logs import log_event
+from .amqp_channel import ConfirmChannel
 from .amqp_templates import Templates
 from .amqp_wire import ENCODING_ERRORS, Fates, FrameEncoder, Returned
 
@@ -69,7 +67,7 @@ class ConfirmTimeout(TimeoutError):
     """Some messages were neither acked nor nacked within the confirm timeout."""
 
 
-class ConfirmPublisher:
+class ConfirmPublisher(ConfirmChannel):
     """``window`` bounds the messages written and not yet settled; ``confirm_timeout`` how long a
     batch waits for its last confirms (keep it well inside the in-flight lease)."""
 
@@ -79,18 +77,13 @@ class ConfirmPublisher:
                  write_bytes: int = 64 * 1024, check_every: int = 1000, drain_every: int = 256) -> None:
         if window < 1 or check_every < 1:
             raise ValueError("window and check_every must be at least 1")
-        self.app = app
+        super().__init__(app)
         self.window = window
         self.confirm_timeout = confirm_timeout
         self.write_bytes = write_bytes
         self.check_every = check_every
         self.drain_every = drain_every
-        self._connection: Any = None
-        self._channel: Any = None
-        self._declared: set[str] = set()  # queues declared on the current channel
-        self._exchanges: set[str] = set()  # exchanges known to exist on the current channel
         self._templates = Templates()  # the encoded properties of each shape of message, kept across batches
-        self._next_tag = 1
         # Per batch: unsettled tag -> index; tags in publish order (for multiple acks); per
         # (exchange, routing key, id) the unsettled tags (a basic.return carries no tag).
         self._pending: dict[int, int] = {}
@@ -229,95 +222,6 @@ class ConfirmPublisher:
         conn.bytes_sent += 1  # what py-amqp's writer counts (its heartbeats look at it)
         conn.transport.write(b"".join(buffered))
 
-    # -- connection and channel ------------------------------------------------------------------
-
-    @property
-    def connection(self) -> Any:
-        if self._connection is None:
-            self._connection = self.app.connection_for_write()
-        return self._connection
-
-    def _open_channel(self) -> Any:
-        if self._channel is not None and self._channel.is_open:
-            return self._channel
-        conn = self.connection
-        # One attempt per host: the dispatcher's backoff waits out an outage, heartbeats going on.
-        conn.ensure_connection(max_retries=max(0, len(getattr(conn, "alt", ()) or ()) - 1))
-        channel = conn.channel()
-        channel.confirm_select()
-        channel.events["basic_ack"].add(self._on_ack)
-        channel.events["basic_nack"].add(self._on_nack)
-        channel.events["basic_return"].add(self._on_return)
-        self._channel = channel
-        self._declared, self._exchanges = set(), set()
-        self._next_tag = 1  # a new channel numbers its publishes from 1
-        return channel
-
-    def _open_channel_alive(self) -> Any:
-        """The channel, after reading what the broker sent since the last batch: a connection it
-        closed meanwhile is noticed here, before anything is written, and replaced once."""
-        channel = self._open_channel()
-        try:
-            self._drain_nowait()
-        except Exception:
-            self._forget_channel()
-            channel = self._open_channel()
-        return channel
-
-    def _declare(self, channel: Any, batch: Sequence[Outgoing]) -> tuple[Any, set[str]]:
-        """Declare the batch's queues as Celery would (its ``Queue``, or the one Celery creates for
-        a missing queue), once per channel; a queue that exists with other arguments (declared by
-        its owner) is used as it is. Then check that every other exchange exists: a publish to a
-        missing one would make the broker close the channel, taking the whole batch with it.
-        Returns the channel (a refusal closes it: it is opened again) and the missing exchanges."""
-        for name in sorted({o.message.queue for o in batch if o.message.queue} - self._declared):
-            queue = self.queue(name)
-            try:
-                queue(channel).declare()
-            except self.connection.channel_errors as exc:
-                log_event(logging.WARNING, "queue.declare_refused", queue=name, error=str(exc))
-                channel = self._reopen()
-            self._declared.add(name)
-            if queue.exchange is not None and queue.exchange.name:
-                self._exchanges.add(queue.exchange.name)
-        missing: set[str] = set()
-        for name in sorted({o.message.exchange for o in batch if o.message.exchange} - self._exchanges):
-            try:
-                channel.exchange_declare(exchange=name, type="direct", passive=True)
-                self._exchanges.add(name)
-            except self.connection.channel_errors as exc:
-                if getattr(exc, "code", None) != 404:
-                    raise
-                missing.add(name)
-                channel = self._reopen()
-        return channel, missing
-
-    def _reopen(self) -> Any:
-        self._channel = None
-        return self._open_channel()
-
-    def queue(self, name: str) -> Any:
-        found = self.app.amqp.queues.get(name)
-        return found if found is not None else Queue(name, Exchange(name, type="direct"), name)
-
-    def _forget_channel(self) -> None:
-        """After a failure the channel (and maybe the connection) is unusable: the next batch
-        connects again."""
-        self._channel = None
-        if self._connection is not None:
-            with contextlib.suppress(Exception):  # a dead socket: nothing to release cleanly
-                self._connection.collect()
-
-    def close(self) -> None:
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            with contextlib.suppress(Exception):
-                channel.close()
-        if self._connection is not None:
-            with contextlib.suppress(Exception):
-                self._connection.release()
-            self._connection = None
-
     # -- confirms (py-amqp calls these from drain_events) ----------------------------------------
 
     def _settle(self, tag: int, nacked: bool) -> None:
@@ -365,14 +269,6 @@ class ConfirmPublisher:
                 self._returned[tag] = Returned(code, str(getattr(exc, "reply_text", exc)), exchange, routing_key)
                 return
         log_event(logging.ERROR, "publish.unknown_return", exchange=exchange, routing_key=routing_key, id=ident)
-
-    def _drain_nowait(self) -> None:
-        conn = self._channel.connection
-        while True:
-            try:
-                conn.drain_events(timeout=0)
-            except TimeoutError:
-                return
 
     def _wait_until(self, done: Callable[[], bool], deadline: float | None = None) -> None:
         conn = self._channel.connection
