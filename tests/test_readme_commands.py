@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from celery_zset_scheduler.testing import RedisServer
 
@@ -169,10 +171,8 @@ def test_a_dispatcher_runs_as_the_readme_says(index: int, installed: Path,
     env = clean_env(PATH=f"{installed}{os.pathsep}{clean_env()['PATH']}", PYTHONPATH=str(where))
     process = subprocess.Popen(command, shell=True, cwd=where, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    client = redis.Redis.from_url(server.url)
     try:
-        import redis
-
-        client = redis.Redis.from_url(server.url)
         deadline = time.monotonic() + 60
         leaders: list[bytes | None] = []
         while time.monotonic() < deadline and process.poll() is None:
@@ -189,8 +189,6 @@ def test_a_dispatcher_runs_as_the_readme_says(index: int, installed: Path,
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

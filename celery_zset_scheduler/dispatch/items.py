@@ -13,10 +13,6 @@ from ..model.codec import StoredMessage
 from ..store.claims import Claimed, Fence
 from .handoff import Built, Outgoing
 
-
-def item_bytes(item: Item) -> int:
-    """The stored size of an item (what the byte budget counts)."""
-    return len(item.entry.payload)
 #: Why a worker would discard a message (None: it would run it); the Celery layer provides it.
 Check = Callable[[StoredMessage], "str | None"]
 #: Told the ids dropped because they were revoked (the Celery layer marks their results revoked).
@@ -34,6 +30,11 @@ class Item(NamedTuple):
     fence: Fence
     claimed_at: float  # monotonic time the claim's reply arrived
     built: Built | None = None
+
+
+def item_bytes(item: Item) -> int:
+    """The stored size of an item (what the byte budget counts)."""
+    return len(item.entry.payload)
 
 
 def outgoing(items: Sequence[Item]) -> list[Outgoing]:

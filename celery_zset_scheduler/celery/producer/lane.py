@@ -50,7 +50,7 @@ from ...store.schedule import ScheduleResult
 from ..core.compat import LANE, json_codec, levels_of, library_errors, verify_seconds
 from ..core.messages import Built
 from ..core.state import Installation
-from .lane_rules import app_is_plain, may_be_shape
+from .lane_rules import Send, app_is_plain, may_be_shape
 from .reprs import argsrepr as saferepr
 from .sender import write
 
@@ -66,7 +66,6 @@ _UTC = ZoneInfo("UTC")  # Celery's app.timezone with the default settings
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
 
-Send = Callable[..., Any]
 
 
 @dataclass(frozen=True)
