@@ -14,6 +14,7 @@ from celery_zset_scheduler.store.client import make_client
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer
 from celery_zset_scheduler.testing.cluster import RedisClusterServer, cluster_support
+from celery_zset_scheduler.testing.sentinel import RedisSentinelSet
 
 from .support.helpers import AppFactory
 from .support.rabbitmq import rabbitmq_fixture, rabbitmq_url_fixture
@@ -56,6 +57,24 @@ def cluster(redis_cluster: RedisClusterServer) -> Iterator[RedisClusterServer]:
     redis_cluster.flushall()
     yield redis_cluster
     redis_cluster.restore()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinels() -> Iterator[RedisSentinelSet]:
+    """One Sentinel-managed Redis (a master, a replica, three sentinels, all with a password) for
+    the session; a test that breaks it (kills the master) leaves it for the next ``sentinels``."""
+    sentinels = RedisSentinelSet(password="s3nt-pw").start()
+    try:
+        yield sentinels
+    finally:
+        sentinels.close()
+
+
+@pytest.fixture
+def sentinels(redis_sentinels: RedisSentinelSet) -> Iterator[RedisSentinelSet]:
+    """The session's Sentinel set, whole and emptied for the test."""
+    redis_sentinels.reset()
+    yield redis_sentinels
 
 
 @pytest.fixture

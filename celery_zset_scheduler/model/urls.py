@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from urllib.parse import parse_qsl
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 MASK = "***"
 UNPARSEABLE = "<URL not shown: it cannot be parsed>"
@@ -82,3 +83,48 @@ def _mask_query(query: str) -> str:
         key = parsed[0][0] if parsed else name
         parts.append(f"{name}={MASK}" if "=" in pair and _SECRET_PARAM.search(key) else pair)
     return "&".join(parts)
+
+
+@dataclass(frozen=True)
+class SentinelURL:
+    """What a ``sentinel://`` URL (Kombu's form) names: the sentinels, and the master's database
+    and credentials (from the first URL of the list, as Kombu reads them)."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    db: int
+    username: str | None
+    password: str | None
+
+
+SENTINEL_PORT = 26379
+
+
+def is_sentinel_url(url: str) -> bool:
+    return url.strip().lower().startswith("sentinel://")
+
+
+def parse_sentinel_url(url: str) -> SentinelURL:
+    """``sentinel://[user:pw@]host[:port][/db]``, several ``;``-separated; raises ValueError
+    (without the URL, which may hold a password) on anything else."""
+    parts = [p.strip() for p in url.split(";") if p.strip()]
+    if not parts:
+        raise ValueError("no sentinel in the URL")
+    sentinels: list[tuple[str, int]] = []
+    for part in parts:
+        split = urlsplit(part)
+        if split.scheme.lower() != "sentinel":
+            raise ValueError(f"every URL of a sentinel list must be sentinel://, got {split.scheme or 'none'}://")
+        try:
+            port = split.port or SENTINEL_PORT
+        except ValueError:
+            raise ValueError("a sentinel's port must be a number from 1 to 65535") from None
+        if not split.hostname:
+            raise ValueError("a sentinel URL needs a host (sentinel://host:26379)")
+        sentinels.append((split.hostname, port))
+    first = urlsplit(parts[0])
+    db_text = unquote(first.path).strip("/") or dict(parse_qsl(first.query)).get("db", "0")
+    if not db_text.isdigit():
+        raise ValueError("the database after the sentinel's host must be a number (sentinel://host:26379/0)")
+    username = unquote(first.username) if first.username else None
+    password = unquote(first.password) if first.password is not None else None
+    return SentinelURL(tuple(sentinels), int(db_text), username, password)

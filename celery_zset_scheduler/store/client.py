@@ -2,7 +2,8 @@
 
 redis-py pools re-create their connections in a forked child (they check the pid), which is what
 makes ``install(app)`` fork-safe for prefork workers. On a Redis Cluster the client is redis-py's
-``RedisCluster`` (it follows MOVED/ASK and topology changes); the URL names any node.
+``RedisCluster`` (it follows MOVED/ASK and topology changes); the URL names any node. Through
+Sentinel (``sentinel://`` URLs) it is a client of the master the sentinels name (:mod:`.sentinel`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ..errors import ConfigurationError
-from ..model.urls import MASK, mask_url
+from ..model.urls import MASK, is_sentinel_url, mask_url
+from . import sentinel
 
 # Short timeouts and few retries: callers (and the dispatcher's own backoff) decide what to do
 # during an outage instead of blocking for redis-py's default half a minute of retries.
@@ -31,14 +33,22 @@ DEFAULTS: dict[str, Any] = {
 CLUSTER_RETRY = Retry(ExponentialBackoff(cap=0.5, base=0.05), 3)
 
 
-def make_client(url: str, options: dict[str, Any] | None = None, cluster: str = "false") -> Any:
-    """A client for ``url`` (``redis://``, ``rediss://`` with TLS, ``unix://``), bytes replies.
+def make_client(url: str, options: dict[str, Any] | None = None, cluster: str = "false", *,
+                master_name: str | None = None, sentinel_kwargs: dict[str, Any] | None = None) -> Any:
+    """A client for ``url`` (``redis://``, ``rediss://`` with TLS, ``unix://``, ``sentinel://``),
+    bytes replies.
 
     ``cluster``: ``"true"`` a ``RedisCluster`` (``url`` names any node), ``"false"`` a plain
     client, ``"auto"`` asks the server (``cluster_enabled`` in ``INFO cluster``). A server that
     cannot be asked (down at that moment) gets a plain client: set ``"true"`` on a cluster.
+    A ``sentinel://`` URL (several ``;``-separated) names the sentinels of ``master_name``;
+    ``sentinel_kwargs`` are the options of the connections to the sentinels (their password, TLS).
     """
     kwargs = {**DEFAULTS, **(options or {}), "decode_responses": False}
+    if is_sentinel_url(url):
+        if cluster == "true":
+            raise ConfigurationError("a Redis Cluster is not reached through Sentinel: use a redis:// URL of a node")
+        return sentinel.make_sentinel_client(url, kwargs, master_name, sentinel_kwargs)
     try:
         client = redis.Redis.from_url(url, **kwargs)
     except ValueError as exc:  # redis-py's words (a bad query value...), with the URL masked
@@ -73,6 +83,8 @@ def location(client: Any) -> str:
     if is_cluster(client):
         nodes = sorted(f"{n.host}:{n.port}" for n in client.get_primaries())
         return f"cluster {','.join(nodes)}"
+    if sentinel.is_sentinel(client):
+        return sentinel.describe(client)
     kw = client.connection_pool.connection_kwargs
     auth = f"{kw.get('username') or ''}:{MASK}@" if kw.get("password") else ""
     if kw.get("path"):

@@ -44,7 +44,7 @@ def test_the_cluster_switch_reads_auto_and_booleans() -> None:
         ("zset_scheduler_lock_timeout", -1, "zset_scheduler_lock_timeout: expected a number of seconds"),
         ("zset_scheduler_max_interval", 0, "more than 0 seconds"),
         ("zset_scheduler_min_countdown", float("nan"), "zset_scheduler_min_countdown"),
-        ("zset_scheduler_url", "amqp://guest@localhost//", "a redis://, rediss:// or unix:// URL"),
+        ("zset_scheduler_url", "amqp://guest@localhost//", "a redis://, rediss://, unix:// or sentinel:// URL"),
         ("zset_scheduler_prefix", "a{b}", "zset_scheduler_prefix"),
         ("zset_scheduler_accept_content", [], "non-empty list of serializer names"),
         ("zset_scheduler_redis_options", "socket_timeout=1", "mapping of redis client keyword"),
@@ -82,8 +82,8 @@ def test_unknown_settings_are_refused_with_a_suggestion(key: str, meant: str) ->
         ("redis://localhost:0/0", "from 1 to 65535, got 0 "),
         ("redis://localhost:6379/zero", "zset_scheduler_url: the database after the host must be a number"),
         ("redis://:s3cret@localhost:6379x/0", "the port must be a number"),
-        ("http://:s3cret@localhost/0", "expected a redis://, rediss:// or unix:// URL, got a http:// URL"),
-        ("s3cret", "expected a redis://, rediss:// or unix:// URL, got no URL scheme"),
+        ("http://:s3cret@localhost/0", "expected a redis://, rediss://, unix:// or sentinel:// URL, got a http:// URL"),
+        ("s3cret", "expected a redis://, rediss://, unix:// or sentinel:// URL, got no URL scheme"),
     ],
 )
 def test_a_bad_store_url_is_named_without_its_password(url: str, message: str) -> None:

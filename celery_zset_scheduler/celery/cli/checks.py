@@ -21,6 +21,7 @@ from ...ops.status import read_status
 from ...store import meta
 from ...store.client import is_cluster
 from ...store.pending import Store
+from ...store.sentinel import is_sentinel, read_sentinels
 from ..core.state import ensure_installation
 from ..worker.hooks import CONTROL_COMMAND
 
@@ -55,6 +56,8 @@ def run_checks(app: Any) -> list[Check]:
     checks = [check_version(info, url)]
     clustered = is_cluster(store.client)
     local = (check_cluster,) if clustered else (check_eviction, check_persistence)
+    if is_sentinel(store.client):
+        local = (check_sentinel, *local)
     for check in (*local, check_shards, check_clock, check_dispatchers):
         checks.append(_guarded(check, store))
     broker = check_broker(app)
@@ -140,6 +143,32 @@ def check_cluster(store: Store) -> Check:
     spread = ", ".join(f"{m.address}: {len(m.shards)}" for m in view.masters)
     return Check("cluster", "ok", f"{masters} masters, all 16384 slots served, each with a replica and AOF on, "
                                   f"noeviction; shards per master: {spread}")
+
+
+def check_sentinel(store: Store) -> Check:
+    """Through Sentinel: the master the sentinels name, how many answered (against the quorum),
+    and the master's replicas in sync (what a failover promotes, what ``wait_replicas`` counts)."""
+    view = read_sentinels(store.client)
+    where = f"master {view.master_name!r}"
+    if not view.reached:
+        return Check("sentinel", "fail", f"{where}: no sentinel answered ({'; '.join(view.problems)})")
+    masters = sorted(set(view.masters))
+    online = [r for r in view.replicas if r[1] == "online"]
+    wanted = store.scripts.wait[0] if store.scripts.wait else 0
+    text = (f"{where} at {', '.join(masters)}; {len(view.reached)} of {len(view.sentinels)} sentinels "
+            f"answered (quorum {view.quorum}); {len(online)} replica(s) in sync"
+            + "".join(f", {address} lag {lag}s" for address, _, lag in online))
+    problems = [f"sentinel {p}" for p in view.problems]
+    if len(masters) > 1:
+        problems.append("the sentinels name different masters (a failover under way, or a split)")
+    if view.quorum and len(view.reached) < view.quorum:
+        problems.append(f"fewer sentinels answer than the quorum ({view.quorum}): no failover can be agreed")
+    if not online:
+        problems.append("no replica is in sync: a failover has nothing to promote")
+    if wanted > len(online):
+        problems.append(f"zset_scheduler_wait_replicas is {wanted}: every schedule waits for replicas that "
+                        "are not there and fails with NotReplicated")
+    return Check("sentinel", "warn" if problems else "ok", "; ".join([text, *problems]))
 
 
 def check_shards(store: Store) -> Check:

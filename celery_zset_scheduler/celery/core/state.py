@@ -11,6 +11,7 @@ from ...errors import ConfigurationError
 from ...model import internals
 from ...model.keys import KeySpace
 from ...model.letters import DeadLetter
+from ...model.urls import is_sentinel_url
 from ...settings import Settings
 from ...store.client import make_client
 from ...store.deadletters import DeadLetters
@@ -24,6 +25,7 @@ def read_settings(app: Any, **overrides: Any) -> Settings:
     """Validate the app's ``zset_scheduler_*`` settings (Django's ``CELERY_`` namespace too)."""
     conf = app.conf
     settings = Settings.from_config(conf.get, list(conf.keys()), **overrides)
+    defaults: dict[str, Any] = {}
     if settings.url is None:
         url = broker_redis_url(app)
         if url is None:
@@ -33,18 +35,34 @@ def read_settings(app: Any, **overrides: Any) -> Settings:
             )
         # A TLS broker's certificate settings are the store's too (same names in redis-py).
         tls = conf.broker_use_ssl if isinstance(conf.broker_use_ssl, dict) else {}
-        options = {**tls, **settings.redis_options}
-        settings = Settings.from_config(conf.get, [], **{**overrides, "url": url, "redis_options": options})
+        # Through Sentinel redis-py takes TLS as ssl=True (Kombu sets its connection class).
+        ssl = {"ssl": True} if conf.broker_use_ssl and is_sentinel_url(url) else {}
+        defaults = {"url": url, "redis_options": {**ssl, **tls, **settings.redis_options}}
+    if is_sentinel_url(str(defaults.get("url", settings.url))):
+        # The broker's Sentinel options serve the store on the same sentinels: install(app) stays
+        # the one line a Sentinel user writes.
+        options = conf.broker_transport_options or {}
+        if settings.master_name is None and options.get("master_name"):
+            defaults["master_name"] = options["master_name"]
+        if not settings.sentinel_kwargs and options.get("sentinel_kwargs"):
+            defaults["sentinel_kwargs"] = options["sentinel_kwargs"]
+    if defaults:
+        settings = Settings.from_config(conf.get, [], **{**overrides, **defaults})
     return settings
 
 
 def broker_redis_url(app: Any) -> str | None:
-    """The broker URL when it is a Redis one (first of a failover list), in redis-py's form."""
+    """The broker URL when it is a Redis one (first of a failover list; every sentinel of a
+    Sentinel list), in redis-py's form."""
     url = app.conf.broker_write_url or app.conf.broker_url
     if isinstance(url, (list, tuple)):
+        if url and all(is_sentinel_url(str(u)) for u in url):
+            return ";".join(str(u).strip() for u in url)
         url = url[0] if url else None
     if not url:
         return None
+    if is_sentinel_url(str(url)):
+        return ";".join(part.strip() for part in str(url).split(";") if part.strip())
     url = str(url).split(";")[0].strip()
     if url.startswith(("redis://", "rediss://")):
         return url
@@ -90,7 +108,8 @@ class Installation:
             with self._lock:
                 if self._store is None:
                     s = self.settings
-                    client = make_client(str(s.url), s.redis_options, s.cluster)
+                    client = make_client(str(s.url), s.redis_options, s.cluster, master_name=s.master_name,
+                                         sentinel_kwargs=s.sentinel_kwargs)
                     wait = (s.wait_replicas, int(s.wait_timeout * 1000))
                     self._store = Store(client, KeySpace(s.prefix, s.shards), wait, s.max_message_bytes)
         return self._store

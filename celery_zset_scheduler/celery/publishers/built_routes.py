@@ -30,7 +30,7 @@ class BuiltRoutes(Decided[BuiltTable]):
 
     def _build(self) -> BuiltTable | None:
         with self.app.producer_or_acquire() as producer:
-            channel = redis_channel(producer)
+            channel, self.why = redis_channel(producer)
             if channel is None:
                 return None
             return built_table(channel, producer, declared_queues(self.app, producer), self.accept)

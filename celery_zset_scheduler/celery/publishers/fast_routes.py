@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import redis
 from kombu.exceptions import OperationalError
 from kombu.transport.redis import Channel as RedisChannel
+from kombu.transport.redis import SentinelChannel
 from kombu.transport.virtual.exchange import TopicExchange
 
 from ...model.logs import log_event
@@ -55,6 +56,7 @@ class Decided(Generic[T]):
     event = ""  # the log event's prefix
 
     def __init__(self) -> None:
+        self.why: str | None = None  # why the table is None, once decided
         self._value: T | None = None
         self._decided = False
         self._retry_at = 0.0
@@ -78,7 +80,10 @@ class Decided(Generic[T]):
         raise NotImplementedError
 
     def _announce(self, value: T | None) -> None:
-        log_event(logging.INFO, f"{self.event}.on" if value else f"{self.event}.off")
+        if value:
+            log_event(logging.INFO, f"{self.event}.on")
+        else:
+            log_event(logging.INFO, f"{self.event}.off", why=self.why)
 
 
 class FastRoutes(Decided[Routes]):
@@ -92,30 +97,34 @@ class FastRoutes(Decided[Routes]):
         self.store_client = store_client
         self.accept = sorted(accept)
 
-    def _announce(self, value: Routes | None) -> None:
-        log_event(logging.INFO, "fast_path.on" if value else "fast_path.off",
-                  why=None if value else "the broker is not the store's standalone Redis database")
-
     def _build(self) -> Routes | None:
         with self.app.producer_or_acquire() as producer:
-            channel = redis_channel(producer)
+            channel, self.why = redis_channel(producer)
             if channel is None:
                 return None
             with channel.conn_or_acquire() as client:
-                if not same_database(client, self.store_client):
+                self.why = other_database(client, self.store_client)
+                if self.why is not None:
                     return None
             queues = declared_queues(self.app, producer)
             return table(channel, producer, queues, self.accept)
 
 
-def redis_channel(producer: Any) -> Any | None:
+#: Kombu's Redis channels whose queues the Lua builder writes as Kombu does (Sentinel's only
+#: finds its server differently).
+REDIS_CHANNELS = (RedisChannel, SentinelChannel)
+
+
+def redis_channel(producer: Any) -> tuple[Any | None, str | None]:
     """The producer's channel when it is Kombu's Redis transport with base64 bodies (what the
-    Lua builder writes), else None; raises at once when the broker cannot be reached."""
+    Lua builder writes), else None and why; raises at once when the broker cannot be reached."""
     reachable(producer)
     channel = producer.channel
-    if type(channel) is not RedisChannel or channel.body_encoding != "base64":
-        return None
-    return channel
+    if type(channel) not in REDIS_CHANNELS:
+        return None, f"the broker is not Kombu's Redis transport ({type(channel).__module__}.{type(channel).__name__})"
+    if channel.body_encoding != "base64":
+        return None, f"the broker's body_encoding is {channel.body_encoding!r}, not 'base64'"
+    return channel, None
 
 
 def declared_queues(app: Any, producer: Any) -> list[Any]:
@@ -127,15 +136,22 @@ def declared_queues(app: Any, producer: Any) -> list[Any]:
     return queues
 
 
-def same_database(broker: Any, store: Any) -> bool:
-    """One standalone Redis server (run id) and the same database number."""
-    if not isinstance(store, redis.Redis) or not isinstance(broker, redis.Redis):
-        return False  # a cluster client, or something else: never the fast path
-    if broker.info("server").get("redis_mode", "standalone") != "standalone":
-        return False
-    same_run = broker.info("server").get("run_id") == store.info("server").get("run_id")
-    db = broker.connection_pool.connection_kwargs.get("db", 0)
-    return bool(same_run) and int(db) == int(store.connection_pool.connection_kwargs.get("db", 0))
+def other_database(broker: Any, store: Any) -> str | None:
+    """Why the broker is not the store's standalone server (run id) and database, or None when it is."""
+    if not isinstance(store, redis.Redis):
+        return "the store is a Redis Cluster"
+    if not isinstance(broker, redis.Redis):
+        return f"the broker's client is a {type(broker).__name__}"
+    server = broker.info("server")
+    if server.get("redis_mode", "standalone") != "standalone":
+        return f"the broker's Redis runs in {server.get('redis_mode')} mode"
+    if server.get("run_id") != store.info("server").get("run_id"):
+        return "the broker is another Redis server than the store's"
+    db = int(broker.connection_pool.connection_kwargs.get("db", 0))
+    store_db = int(store.connection_pool.connection_kwargs.get("db", 0))
+    if db != store_db:
+        return f"the broker uses database {db} of the store's server, the store database {store_db}"
+    return None
 
 
 def table(channel: Any, producer: Any, queues: list[Any], accept: list[str]) -> Routes:

@@ -8,174 +8,21 @@ Celery keys are the field names prefixed with ``zset_scheduler_`` (Django: ``CEL
 from __future__ import annotations
 
 import difflib
-import math
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
+from . import parse as p
+from .parse import PREFIX as PREFIX
 
-PREFIX = "zset_scheduler_"
 #: The default largest message a call may store: 64 MiB (Redis itself takes values up to 512 MB).
 MAX_MESSAGE_BYTES = 64 << 20
 #: The default most stored bytes one claim takes and one publish call sends: 8 MiB.
 BATCH_BYTES = 8 << 20
 
-Parser = Callable[[str, Any], Any]
 
-
-def _fail(key: str, value: Any, expected: str) -> ConfigurationError:
-    return ConfigurationError(f"{PREFIX}{key}: expected {expected}, got {value!r}")
-
-
-def _int(lo: int, hi: int) -> Parser:
-    def parse(key: str, value: Any) -> int:
-        if isinstance(value, bool):
-            raise _fail(key, value, f"an integer from {lo} to {hi}")
-        try:
-            number = int(str(value).strip()) if isinstance(value, str) else value
-        except ValueError:
-            raise _fail(key, value, f"an integer from {lo} to {hi}") from None
-        if not isinstance(number, int) or not lo <= number <= hi:
-            raise _fail(key, value, f"an integer from {lo} to {hi}")
-        return number
-
-    return parse
-
-
-def _seconds(lo: float, hi: float = math.inf, lo_open: bool = False) -> Parser:
-    bound = f"{'more than' if lo_open else 'at least'} {lo:g} seconds"
-
-    def parse(key: str, value: Any) -> float:
-        if isinstance(value, bool):
-            raise _fail(key, value, f"a number of seconds ({bound})")
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise _fail(key, value, f"a number of seconds ({bound})") from None
-        too_low = number <= lo if lo_open else number < lo
-        if math.isnan(number) or too_low or number > hi:
-            raise _fail(key, value, f"a number of seconds ({bound}, at most {hi:g})")
-        return number
-
-    return parse
-
-
-def _optional_url(key: str, value: Any) -> str | None:
-    # The URL itself is never echoed: it may hold a password.
-    if value is None or value == "":
-        return None
-    expected = f"{PREFIX}{key}: expected a redis://, rediss:// or unix:// URL"
-    if not isinstance(value, str):
-        raise ConfigurationError(f"{expected}, got a {type(value).__name__}")
-    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.\-]*)://", value)
-    if scheme is None or scheme.group(1) not in ("redis", "rediss", "unix"):
-        got = f"a {scheme.group(1)}:// URL" if scheme else "no URL scheme"
-        raise ConfigurationError(f"{expected}, got {got}")
-    problem = _url_problem(value)
-    if problem:
-        raise ConfigurationError(f"{PREFIX}{key}: {problem}")
-    return value
-
-
-def _url_problem(url: str) -> str | None:
-    """What redis-py would refuse in a URL's port or database number, in words."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return None
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if port is not None and not 1 <= port <= 65535:
-        shown = parts.netloc.rpartition(":")[2]
-        # Only digits are shown: a non-number there may be a password whose '@host' is missing.
-        got = f", got {shown}" if shown.isdigit() else ""
-        return f"the port must be a number from 1 to 65535{got} (e.g. redis://localhost:6379/0)"
-    db = unquote(parts.path).strip("/")
-    if db and not db.isdigit():
-        return "the database after the host must be a number (e.g. redis://localhost:6379/0)"
-    return None
-
-
-def _prefix(key: str, value: Any) -> str:
-    # Braces would break the Redis Cluster hash tag that keeps a shard in one slot.
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", value):
-        raise _fail(key, value, "1-64 characters of letters, digits, '_', '.', ':' or '-'")
-    return value
-
-
-def _names(key: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple, set, frozenset)) or not value:
-        raise _fail(key, value, "a non-empty list of serializer names")
-    if not all(isinstance(item, str) and item for item in value):
-        raise _fail(key, value, "a non-empty list of serializer names")
-    return tuple(sorted(value))
-
-
-def _options(key: str, value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise _fail(key, value, "a mapping of redis client keyword arguments")
-    return dict(value)
-
-
-def _optional_port(key: str, value: Any) -> int | None:
-    if value is None or value == "":
-        return None
-    return int(_int(0, 65535)(key, value))
-
-
-def _host(key: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise _fail(key, value, "a host name or address")
-    return value
-
-
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise _fail(key, value, "true or false")
-
-
-def _fast_path(key: str, value: Any) -> str:
-    # "auto" (and True): on when detected; False/"false"/"off": never.
-    if value is True or (isinstance(value, str) and value.strip().lower() in ("auto", "true", "on", "yes", "1")):
-        return "auto"
-    if value is False or (isinstance(value, str) and value.strip().lower() in ("false", "off", "no", "0")):
-        return "off"
-    raise _fail(key, value, "'auto' or False")
-
-
-def _internals(key: str, value: Any) -> str:
-    text = value.strip().lower() if isinstance(value, str) else None
-    if text in ("auto", "public"):
-        return text
-    raise _fail(key, value, "'auto' or 'public'")
-
-
-def _cluster(key: str, value: Any) -> str:
-    text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
-    if text in ("auto",):
-        return "auto"
-    if text in ("1", "true", "yes", "on"):
-        return "true"
-    if text in ("0", "false", "no", "off"):
-        return "false"
-    raise _fail(key, value, "'auto', true or false")
-
-
-def _opt(default: Any, parse: Parser, doc: str, default_doc: str | None = None) -> Any:
+def _opt(default: Any, parse: p.Parser, doc: str, default_doc: str | None = None) -> Any:
     meta = {"parse": parse, "doc": doc, "default_doc": default_doc}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -187,106 +34,118 @@ class Settings:
     """Validated ``zset_scheduler_*`` settings. Build it with :meth:`from_config`."""
 
     url: str | None = _opt(
-        None, _optional_url,
-        "Redis URL of the store. AUTH/ACL in the URL and `rediss://` TLS work.",
-        "the broker URL when the broker is Redis",
+        None, p.optional_url,
+        "Redis URL of the store. AUTH/ACL in the URL and `rediss://` TLS work; `sentinel://host:26379/0` "
+        "(several `;`-separated, as Kombu takes them) finds the master through Redis Sentinel.",
+        "the broker URL when the broker is Redis (or Sentinel)",
     )
-    prefix: str = _opt("zset", _prefix, "Key prefix; shard `s` lives under the hash tag `{prefix:s}`.")
+    master_name: str | None = _opt(
+        None, p.optional_name,
+        "With a `sentinel://` URL: the name of the master the sentinels watch.",
+        "the broker's `master_name` transport option",
+    )
+    sentinel_kwargs: dict[str, Any] = _opt(
+        {}, p.options,
+        "With a `sentinel://` URL: redis-py options of the connections to the sentinels themselves "
+        "(their `password`, TLS...); the URL's password is the master's.",
+        "the broker's `sentinel_kwargs` transport option",
+    )
+    prefix: str = _opt("zset", p.prefix, "Key prefix; shard `s` lives under the hash tag `{prefix:s}`.")
     shards: int = _opt(
-        8, _int(1, 16384),
+        8, p.int_range(1, 16384),
         "Number of shards, recorded when the store is first used: a client started with another count "
         "refuses to start. Change it with `celery zset reshard --to N`.",
     )
     min_countdown: float = _opt(
-        0.0, _seconds(0.0),
+        0.0, p.seconds(0.0),
         "ETAs closer than this many seconds go straight to the broker as plain Celery ETA messages.",
     )
-    batch_size: int = _opt(500, _int(1, 5000), "Most tasks one claim moves from `due` to `inflight`.")
+    batch_size: int = _opt(500, p.int_range(1, 5000), "Most tasks one claim moves from `due` to `inflight`.")
     batch_bytes: int = _opt(
-        BATCH_BYTES, _int(64 << 10, 512 << 20),
+        BATCH_BYTES, p.int_range(64 << 10, 512 << 20),
         "Most stored bytes one claim takes and one publish call sends (with `batch_size`, whichever "
         "comes first). A message bigger than this goes in a batch of its own, after the smaller ones "
         "due with it (at most a second after them), so a few big messages never hold up the rest.",
         "8388608 (8 MiB)",
     )
     lock_timeout: float = _opt(
-        10.0, _seconds(0.3, 3600.0),
+        10.0, p.seconds(0.3, 3600.0),
         "Lease of a shard leader and of a dispatcher's membership; a dead leader's shards move after it.",
     )
     max_interval: float = _opt(
-        5.0, _seconds(0.0, 3600.0, lo_open=True),
+        5.0, p.seconds(0.0, 3600.0, lo_open=True),
         "Longest a dispatcher sleeps between polls, even with nothing due.",
     )
     claim_interval: float = _opt(
-        0.002, _seconds(0.0, 1.0),
+        0.002, p.seconds(0.0, 1.0),
         "Shortest time between two claims while a dispatcher keeps up: more tasks per round trip "
         "and less CPU at moderate rates, for at most this much extra lateness.",
     )
     inflight_timeout: float = _opt(
-        30.0, _seconds(0.1, 86400.0),
+        30.0, p.seconds(0.1, 86400.0),
         "Lease of a claimed batch; a batch not acked by then (crashed dispatcher) returns to `due`.",
     )
     accept_content: tuple[str, ...] = _opt(
-        ("json",), _names,
+        ("json",), p.names,
         "Serializers whose messages may be stored. Anything but JSON is an explicit opt-in.",
     )
     cluster: str = _opt(
-        "auto", _cluster,
+        "auto", p.cluster,
         "Whether the store's Redis is a Redis Cluster: `auto` asks the server (`cluster_enabled` in "
         "`INFO`) when the store is first used, `true`/`false` force it. On a cluster the URL names any node.",
     )
     wait_replicas: int = _opt(
-        0, _int(0, 64),
+        0, p.int_range(0, 64),
         "Scheduling returns only once this many replicas have the write (Redis `WAIT`); 0: once the "
         "master has it. Not enough replicas in time raises `NotReplicated` (the entry is stored on the master).",
     )
     wait_timeout: float = _opt(
-        1.0, _seconds(0.001, 3600.0),
+        1.0, p.seconds(0.001, 3600.0),
         "Longest a schedule waits for `wait_replicas` replicas.",
     )
     redis_options: dict[str, Any] = _opt(
-        {}, _options, "Extra keyword arguments for the redis-py client (timeouts, TLS files...)."
+        {}, p.options, "Extra keyword arguments for the redis-py client (timeouts, TLS files...)."
     )
     max_message_bytes: int = _opt(
-        MAX_MESSAGE_BYTES, _int(1024, 512 << 20),
+        MAX_MESSAGE_BYTES, p.int_range(1024, 512 << 20),
         "Largest message (its serialized form, in bytes) a timed call may store: a bigger one raises "
         "`ValueError` naming this setting, and nothing is stored (Redis itself takes values up to 512 MB).",
         "67108864 (64 MiB)",
     )
     idempotency_ttl: float = _opt(
-        86400.0, _seconds(1.0), "How long a finished idempotency key remembers its outcome."
+        86400.0, p.seconds(1.0), "How long a finished idempotency key remembers its outcome."
     )
     idempotency_lease: float = _opt(
-        60.0, _seconds(0.5, 86400.0),
+        60.0, p.seconds(0.5, 86400.0),
         "Lease of a running idempotency key; renewed while the task runs, expires if the worker dies.",
     )
     dead_letters: bool = _opt(
-        True, _bool,
+        True, p.bool_,
         "Every task of the app that fails for good (after its last retry, on `Reject(requeue=False)`, "
         "or with a name the worker does not know) goes to the dead-letter store. A task's own "
         "`dead_letter = True/False` wins over this.",
     )
-    dlq_max_len: int = _opt(100_000, _int(1, 100_000_000), "Most entries kept in the dead-letter store.")
+    dlq_max_len: int = _opt(100_000, p.int_range(1, 100_000_000), "Most entries kept in the dead-letter store.")
     dlq_max_age: float = _opt(
-        7 * 86400.0, _seconds(1.0), "Dead letters older than this many seconds are trimmed."
+        7 * 86400.0, p.seconds(1.0), "Dead letters older than this many seconds are trimmed."
     )
     revoke_ttl: float = _opt(
-        86400.0, _seconds(1.0),
+        86400.0, p.seconds(1.0),
         "How long a revoke of a task no longer pending (in flight, in a queue, running) is kept in "
         "Redis and by installed workers: at least as long as a task can wait in a queue.",
     )
     revoke_max: int = _opt(
-        50_000, _int(1, 10_000_000),
+        50_000, p.int_range(1, 10_000_000),
         "Most revoke records kept (spread over the shards; the ones closest to expiry go first).",
     )
     amqp_confirms: bool = _opt(
-        True, _bool,
+        True, p.bool_,
         "With a RabbitMQ broker (py-amqp), dispatchers publish with publisher confirms, in batches: "
         "a task leaves the store only once RabbitMQ confirmed it. `False`: one Kombu publish a "
         "message, counted when written.",
     )
     fast_path: str = _opt(
-        "auto", _fast_path,
+        "auto", p.fast_path,
         "`'auto'`: when the broker is the store's own standalone Redis server and database, one Lua "
         "script moves due tasks straight into Kombu's queue lists (never a duplicate, several times the rate); "
         "what it cannot route or rebuild exactly takes the generic path. When the broker is a Redis elsewhere "
@@ -296,22 +155,22 @@ class Settings:
         "`False`: always the generic path, all of it in Python.",
     )
     internals: str = _opt(
-        "auto", _internals,
+        "auto", p.internals,
         "`'auto'`: the fast paths that read private attributes of redis-py and Kombu are taken where a "
         "check at start-up finds them as expected (otherwise one WARNING names what the public path "
         "costs); `'public'`: public APIs only, in the whole process (docs/design.md#private-internals).",
     )
     metrics_port: int | None = _opt(
-        None, _optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."
+        None, p.optional_port, "Serve Prometheus metrics from each dispatcher on this port (0: any free port)."
     )
-    metrics_addr: str = _opt("127.0.0.1", _host, "Address the metrics server binds to.")
+    metrics_addr: str = _opt("127.0.0.1", p.host, "Address the metrics server binds to.")
     periodic_overlap_timeout: float = _opt(
-        3600.0, _seconds(1.0),
+        3600.0, p.seconds(1.0),
         "Periodic entries with `overlap` `skip`/`buffer_one`: an occurrence handed to the broker counts as "
         "running until a worker reports its end, or at most this long (a lost message cannot hold its entry).",
     )
     collect_interval: float = _opt(
-        3600.0, _seconds(0.0, 30 * 86400.0),
+        3600.0, p.seconds(0.0, 30 * 86400.0),
         "Least time between two collections of a shard's shared prefixes, which its leader runs a step a "
         "heartbeat: a prefix no pending task refers to is deleted after two (each producer process writes "
         "its own, so restarts leave old ones). Also how long one producer pipeline may stall before its "
