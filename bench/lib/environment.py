@@ -47,13 +47,15 @@ class BenchEnv:
 
     @cached_property
     def store_client(self) -> Any:
-        return make_client(self.store_url)
+        s = ensure_installation(self.ours).settings
+        return make_client(self.store_url, master_name=s.master_name, sentinel_kwargs=s.sentinel_kwargs)
 
     @cached_property
     def broker_client(self) -> redis.Redis | None:
         """A client of the broker when it is Redis (None otherwise: broker-side figures are skipped)."""
         url = broker_redis_url(self.plain)
-        return make_client(url) if url else None
+        options = self.plain.conf.broker_transport_options or {}
+        return make_client(url, master_name=options.get("master_name")) if url else None
 
     def task(self, app: Celery) -> Any:
         return app.tasks[TASK_NAME]

@@ -97,7 +97,9 @@ class Settings:
     wait_replicas: int = _opt(
         0, p.int_range(0, 64),
         "Scheduling returns only once this many replicas have the write (Redis `WAIT`); 0: once the "
-        "master has it. Not enough replicas in time raises `NotReplicated` (the entry is stored on the master).",
+        "master has it. Not enough replicas in time raises `NotReplicated` (the entry is stored on the master). "
+        "Dispatchers hand off nothing from a master with fewer replicas in sync (a master demoted by a "
+        "Sentinel failover takes writes until it is reconfigured).",
     )
     wait_timeout: float = _opt(
         1.0, p.seconds(0.001, 3600.0),

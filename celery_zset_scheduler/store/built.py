@@ -16,7 +16,7 @@ from typing import Any
 
 from ..model.keys import KeySpace
 from ..settings import BATCH_BYTES
-from .claims import CLAIM, Claimed, ClaimPass, ClaimResult, Fence, expand_claimed, parse_claim
+from .claims import CLAIM, Claimed, ClaimPass, ClaimResult, Fence, expand_claimed, parse_claim, replica_arg
 from .scripts import Call, ScriptDef
 from .shared import Shared
 
@@ -38,12 +38,12 @@ class BuiltTable:
 
 def claim_built_call(keys: KeySpace, fence: Fence, table: BuiltTable, *, limit: int, lease_ms: int,
                      max_wait_ms: int, wake_ttl_ms: int, shared: Shared | None = None,
-                     budget: int = BATCH_BYTES) -> Call[ClaimResult]:
+                     budget: int = BATCH_BYTES, replicas: int = 0) -> Call[ClaimResult]:
     def parse(reply: Any) -> ClaimResult:
         return parse_claim(reply, fence.shard, shared)
 
     args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms, table.table, str(uuid.uuid4())[:24],
-            budget]
+            budget, *replica_arg(replicas)]
     return CLAIM_BUILT.call(keys.shard(fence.shard), args, parse)
 
 
@@ -79,7 +79,8 @@ def _calls(claims: Any, fences: Sequence[Fence], table: BuiltTable, *, limit: in
            max_wait_ms: int, wake_ttl_ms: int) -> list[Call[ClaimResult]]:
     shared = claims.store.shared
     return [claim_built_call(claims.keys, f, table, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
-                             wake_ttl_ms=wake_ttl_ms, shared=shared, budget=claims.budget) for f in fences]
+                             wake_ttl_ms=wake_ttl_ms, shared=shared, budget=claims.budget,
+                             replicas=claims.replicas) for f in fences]
 
 
 def _claim_pass(claims: Any, fences: Sequence[Fence], replies: list[Any], unacked: list[Claimed]) -> ClaimPass:

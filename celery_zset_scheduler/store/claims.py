@@ -90,20 +90,27 @@ class ClaimPass:
 
 
 _SHARD, _LEASE = attrgetter("shard"), attrgetter("lease_ms")
+
+
+def replica_arg(replicas: int) -> list[int]:
+    """The hand-off scripts' last argument: left out when no replica is required."""
+    return [replicas] if replicas > 0 else []
 #: A Claimed from the tuple of its fields, without a Python call (its generated ``__new__`` is one).
 _new_claimed = partial(tuple.__new__, Claimed)
 
 
 def claim_call(keys: KeySpace, fence: Fence, *, limit: int, lease_ms: int, max_wait_ms: int,
-               wake_ttl_ms: int, shared: Shared | None = None, budget: int = BATCH_BYTES) -> Call[ClaimResult]:
+               wake_ttl_ms: int, shared: Shared | None = None, budget: int = BATCH_BYTES,
+               replicas: int = 0) -> Call[ClaimResult]:
     """``max_wait_ms``: the leader claims again at the earliest due entry or after this long,
     whichever is first; the script records that instant in the shard's wake key. ``budget``: the
-    most stored bytes one claim takes (an entry bigger than it is claimed alone)."""
+    most stored bytes one claim takes (an entry bigger than it is claimed alone). ``replicas``:
+    the replicas in sync the master must have, else the call fails and claims nothing."""
 
     def parse(reply: Any) -> ClaimResult:
         return parse_claim(reply, fence.shard, shared)
 
-    args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms, budget]
+    args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms, budget, *replica_arg(replicas)]
     return CLAIM.call(keys.shard(fence.shard), args, parse)
 
 
@@ -176,6 +183,9 @@ class Claims:
         self.store = store
         self.scripts = store.scripts
         self.budget = budget  # the most stored bytes one claim takes
+        # zset_scheduler_wait_replicas: what a schedule waits for, a hand-off requires in sync
+        wait: tuple[int, int] | None = getattr(store.scripts, "wait", None)
+        self.replicas = wait[0] if wait else 0
 
     @property
     def keys(self) -> KeySpace:
@@ -191,7 +201,8 @@ class Claims:
         write, a busy script) is that shard's result, and never discards what the others claimed.
         """
         claims = [claim_call(self.keys, f, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
-                             wake_ttl_ms=wake_ttl_ms, shared=self.store.shared, budget=self.budget) for f in fences]
+                             wake_ttl_ms=wake_ttl_ms, shared=self.store.shared, budget=self.budget,
+                             replicas=self.replicas) for f in fences]
         replies, unacked = self.settle_after_acks(ack, claims)
         results = {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
         expand_claimed(self.store.shared, results)

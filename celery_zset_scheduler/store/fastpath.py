@@ -17,7 +17,7 @@ from typing import Any
 from ..model.ids import task_id_of
 from ..model.keys import KeySpace
 from ..settings import BATCH_BYTES
-from .claims import Claimed, ClaimResult, Fence, expand_claimed
+from .claims import Claimed, ClaimResult, Fence, expand_claimed, replica_arg
 from .scripts import Call, ScriptDef
 from .shared import Shared
 from .values import split
@@ -56,7 +56,7 @@ class FastResult:
 
 def fast_push_call(keys: KeySpace, fence: Fence, routes: Routes, *, limit: int, lease_ms: int,
                    max_wait_ms: int, wake_ttl_ms: int, shared: Shared | None = None,
-                   budget: int = BATCH_BYTES) -> Call[FastResult]:
+                   budget: int = BATCH_BYTES, replicas: int = 0) -> Call[FastResult]:
     def parse(reply: Any) -> FastResult:
         if int(reply[0]) == 0:
             return FastResult(ClaimResult(True, 0, None, []), [], None, None)
@@ -76,7 +76,7 @@ def fast_push_call(keys: KeySpace, fence: Fence, routes: Routes, *, limit: int, 
                           None if last_ms < 0 else last_ms)
 
     args = [fence.token, fence.epoch, limit, lease_ms, max_wait_ms, wake_ttl_ms, routes.table, str(uuid.uuid4())[:24],
-            budget]
+            budget, *replica_arg(replicas)]
     return FAST_PUSH.call_extended(keys.shard(fence.shard), routes.keys, args, parse)
 
 
@@ -87,7 +87,8 @@ def fast_push_many(claims: Any, fences: Sequence[Fence], routes: Routes, *, limi
     per shard its result or its error, and the acks that failed (to be sent again)."""
     shared = claims.store.shared
     calls = [fast_push_call(claims.keys, f, routes, limit=limit, lease_ms=lease_ms, max_wait_ms=max_wait_ms,
-                            wake_ttl_ms=wake_ttl_ms, shared=shared, budget=claims.budget) for f in fences]
+                            wake_ttl_ms=wake_ttl_ms, shared=shared, budget=claims.budget,
+                            replicas=claims.replicas) for f in fences]
     replies, unacked = claims.settle_after_acks(ack, calls)
     results = {fence.shard: reply for fence, reply in zip(fences, replies, strict=True)}
     claimed = {s: r.claim for s, r in results.items() if isinstance(r, FastResult)}

@@ -80,14 +80,16 @@ class RedisSentinelSet:
     """``replicas`` replicas of one master and ``sentinels`` sentinels (quorum: a majority)."""
 
     def __init__(self, replicas: int = 1, sentinels: int = 3, *, master_name: str = MASTER_NAME,
-                 down_after_ms: int = 1000, password: str | None = None, appendonly: bool = True) -> None:
+                 down_after_ms: int = 1000, password: str | None = None, appendonly: bool = True,
+                 server_args: list[str] | None = None) -> None:
         self.binary = find_redis_server()
         self.master_name = master_name
         self.password = password
         self.dir = Path(tempfile.mkdtemp(prefix="zset-sentinel-"))
         auth = ["--requirepass", password, "--masterauth", password] if password else []
         self.nodes = [
-            RedisServer(appendonly=appendonly, data_dir=str(self.dir / f"node{i}"), password=password, extra=auth)
+            RedisServer(appendonly=appendonly, data_dir=str(self.dir / f"node{i}"), password=password,
+                        extra=[*auth, *(server_args or [])])
             for i in range(1 + replicas)
         ]
         for node in self.nodes:
@@ -224,14 +226,14 @@ class RedisSentinelSet:
         return self.wait_new_master(old, timeout)
 
     def restore(self, timeout: float = 60.0) -> None:
-        """Start every stopped node and sentinel, and wait until the set is whole again. A node is
-        started as a replica of today's master (what the sentinels would make it anyway)."""
+        """Start every stopped node and sentinel, and wait until the set is whole again. A node
+        starts with no ``--replicaof``: the sentinels make it a replica of today's master (a
+        master killed and restarted comes back as one, and is reconfigured some seconds later)."""
         for sentinel in self.sentinels:
             if not sentinel.running:
                 sentinel.start()
-        master = self.master_port()
         for node in list(self.stopped):
-            node.extra = [*_without_replicaof(node.extra), "--replicaof", "127.0.0.1", str(master)]
+            node.extra = _without_replicaof(node.extra)
             node.start()
             self.stopped.remove(node)
         self.wait_healthy(timeout)

@@ -4,13 +4,14 @@ replica and three real sentinels on loopback ports, all with a password (the sen
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import pytest
 from celery import Celery
 
 from celery_zset_scheduler.celery.core.state import installation_for
-from celery_zset_scheduler.errors import ConfigurationError
+from celery_zset_scheduler.errors import ConfigurationError, NotReplicated
 from celery_zset_scheduler.settings import Settings
 from celery_zset_scheduler.store.client import location, make_client
 from celery_zset_scheduler.testing.sentinel import RedisSentinelSet
@@ -142,3 +143,27 @@ def test_one_sentinel_down_changes_nothing_while_a_quorum_remains(
         assert f"sentinel 127.0.0.1:{first.port}" in check["detail"]
     finally:
         first.start()
+
+
+def test_with_wait_replicas_a_master_hands_off_only_with_its_replicas(
+    apps: AppFactory, sentinels: RedisSentinelSet, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fast path's fence: the Sentinel master has its replica and dispatches; a standalone
+    server without one refuses to hand off (an outage, said once) and keeps the task."""
+    caplog.set_level(logging.INFO, logger="celery_zset_scheduler")
+    app = apps(**sentinel_conf(sentinels), zset_scheduler_wait_replicas=1)
+    apps.worker(app)
+    apps.dispatcher(app)
+    done = app.tasks["t.record"].apply_async(countdown=0.2)
+    wait_for(lambda: done.id in {r["id"] for r in apps.executions()}, timeout=30, what="the task to run")
+    assert "fast_path.on" in caplog.text
+
+    alone = apps(prefix="alone", zset_scheduler_wait_replicas=1, zset_scheduler_wait_timeout=0.05)
+    store = apps.store(alone)
+    with pytest.raises(NotReplicated):  # stored on the master, not confirmed
+        alone.tasks["t.record"].apply_async(countdown=0.1, task_id="kept")
+    apps.dispatcher(alone)
+    wait_for(lambda: "NOREPLICAS 0 of the 1 replicas asked for" in caplog.text, timeout=10,
+             what="the dispatcher to say why it hands off nothing")
+    time.sleep(1.0)
+    assert store.get("kept") is not None and "kept" not in {r["id"] for r in apps.executions()}

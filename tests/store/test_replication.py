@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import redis
 
 from celery_zset_scheduler.errors import NotReplicated, StoreUnavailable
 from celery_zset_scheduler.model.keys import KeySpace
@@ -56,3 +57,26 @@ def test_a_master_without_its_replica_refuses_only_its_own_shards(cluster: Redis
     with pytest.raises(NotReplicated):
         store.schedule(there, NOW, b"x")
     assert store.get(there) is not None
+
+
+def test_a_claim_needs_the_replicas_a_schedule_waits_for(redis_server: RedisServer) -> None:
+    """With ``wait_replicas`` n, nothing is claimed from a master with fewer than n replicas in
+    sync (after a Sentinel failover, the old master until it is reconfigured): the claim fails as
+    an outage of the shard and leaves every entry where it was."""
+    from celery_zset_scheduler.dispatch.leadership import Leadership
+    from celery_zset_scheduler.store.claims import Claims
+
+    redis_server.client().flushall()
+    plain = Store(make_client(redis_server.url), KeySpace("zt", 1))
+    plain.schedule("a", 1, b"x")
+    waiting = Store(make_client(redis_server.url), KeySpace("zt", 1), wait=(1, 50))
+    leadership = Leadership(waiting, "m1", 5.0, pinned={0})
+    leadership.beat()
+    lease = leadership.lease(0)
+    assert lease is not None
+    results = Claims(waiting).claim_many([lease.fence], 10, 30_000).results
+    assert isinstance(results[0], redis.ResponseError)
+    assert "NOREPLICAS 0 of the 1 replicas asked for (zset_scheduler_wait_replicas)" in str(results[0])
+    assert pending(plain) == 1 and plain.client.zcard(plain.keys.shard(0).inflight) == 0
+    claimed = Claims(plain).claim_many([lease.fence], 10, 30_000).results[0]
+    assert not isinstance(claimed, Exception) and [c.task_id for c in claimed.entries] == ["a"]

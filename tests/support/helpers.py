@@ -58,6 +58,8 @@ def register_tasks(app: Celery, record_url: str) -> None:
             "id": self.request.id, "tag": tag, "due": due, "at": time.time(),
             "retries": self.request.retries, "hostname": self.request.hostname, "eta": self.request.eta,
             "headers": self.request.headers,
+            # one per hand-off: the same tag twice is the broker delivering one message twice
+            "delivery_tag": (self.request.properties or {}).get("delivery_tag"),
         }))
         return tag
 

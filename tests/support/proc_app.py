@@ -19,7 +19,7 @@ app = Celery("proc_app", set_as_current=False)
 app.conf.update({
     "broker_url": env["ZSET_TEST_BROKER"],
     "result_backend": env.get("ZSET_TEST_BACKEND"),
-    "zset_scheduler_url": env["ZSET_TEST_STORE"],
+    "zset_scheduler_url": env["ZSET_TEST_STORE"] or None,  # empty: the broker's
     "zset_scheduler_prefix": env.get("ZSET_TEST_PREFIX", "zt"),
     "zset_scheduler_shards": int(env.get("ZSET_TEST_SHARDS", "4")),
     "broker_connection_retry_on_startup": True,

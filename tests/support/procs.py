@@ -74,14 +74,15 @@ class Cluster:
 
     def __init__(self, broker_server: RedisServer, store_server: RedisServer | None = None, *,
                  shards: int = 4, conf: dict[str, Any] | None = None, prefix: str = "zt",
-                 store_url: str | None = None) -> None:
+                 store_url: str | None = None, broker_url: str | None = None) -> None:
         store_server = store_server or broker_server
         self.env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
-            "ZSET_TEST_BROKER": broker_server.url_db(BROKER_DB),
+            "ZSET_TEST_BROKER": broker_url or broker_server.url_db(BROKER_DB),
             "ZSET_TEST_BACKEND": broker_server.url_db(BACKEND_DB),
-            "ZSET_TEST_STORE": store_url or store_server.url_db(STORE_DB),
+            # "": no store URL, the store is the broker's (its Redis, or its Sentinel master)
+            "ZSET_TEST_STORE": store_server.url_db(STORE_DB) if store_url is None else store_url,
             "ZSET_TEST_RECORDS": broker_server.url_db(RECORD_DB),
             "ZSET_TEST_SHARDS": str(shards),
             "ZSET_TEST_PREFIX": prefix,
@@ -102,9 +103,11 @@ class Cluster:
     def hooked_dispatcher(self, point: str) -> Proc:
         return self.spawn([sys.executable, "-m", "tests.support.proc_dispatcher", point])
 
-    def worker(self, *extra: str) -> Proc:
+    def worker(self, *extra: str, conf: dict[str, Any] | None = None) -> Proc:
+        """``conf``: settings of this worker's app on top of the others'."""
+        env = {"ZSET_TEST_CONF": json.dumps({**json.loads(self.env["ZSET_TEST_CONF"]), **conf})} if conf else None
         return self.spawn([CELERY, "-A", "tests.support.proc_app", "worker", "--pool", "solo", "--loglevel", "WARNING",
-                           "--without-gossip", "--without-mingle", "--without-heartbeat", *extra])
+                           "--without-gossip", "--without-mingle", "--without-heartbeat", *extra], env)
 
     def close(self) -> None:
         for proc in self.procs:

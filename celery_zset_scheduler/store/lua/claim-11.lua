@@ -7,6 +7,8 @@
   ARGV[1] leader token, ARGV[2] leader epoch, ARGV[3] most entries to claim, ARGV[4] lease (ms),
   ARGV[5] longest the leader waits before claiming again (ms), ARGV[6] ttl of the wake key (ms),
   ARGV[7] most stored bytes to claim (includes/budget.lua: a bigger entry goes alone; absent: no limit)
+  ARGV[8] replicas the master must have in sync, else nothing is claimed (includes/replicas.lua;
+    absent: no check)
 
   Fencing (I3): refuses unless the lock still holds this token and the epoch is unchanged.
   Due means due by the Redis server's clock (I5). Each claimed id moves from `due` to `inflight`
@@ -37,7 +39,7 @@
 ]]
 --- @include "claim"
 
-local c = claim_due(tonumber(ARGV[7]))
+local c = claim_due(tonumber(ARGV[7]), tonumber(ARGV[8]))
 if not c then return {0} end
 return {1, c.now, c.next or -1, c.ids, c.scores, c.payloads, c.deadline, c.orphans, c.dropped,
         tonumber(redis.call('GET', KEYS[10]) or '0')}

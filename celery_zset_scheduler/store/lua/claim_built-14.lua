@@ -9,7 +9,7 @@
   ARGV[1..6] as claim-11.lua, ARGV[7] the route table (fast_push-14.lua's, its list indexes
   naming the broker's lists of the caller's own table instead of KEYS, and no exchanges: bindings
   live on the broker), ARGV[8] this call's delivery tag prefix, ARGV[9] most stored bytes to claim
-  (as claim-11.lua's ARGV[7]).
+  (as claim-11.lua's ARGV[7]), ARGV[10] replicas in sync the master must have (as claim-11.lua's ARGV[8]).
 
   The claim is the claim script's: every entry moves from `due` to `inflight` with a lease, and is
   forgotten only by the ack after the caller published it (I1, I2). The builder only reads (the
@@ -32,7 +32,7 @@
 --- @include "ids"
 --- @include "envelope"
 
-local c = claim_due(tonumber(ARGV[9]))
+local c = claim_due(tonumber(ARGV[9]), tonumber(ARGV[10]))
 if not c then return {0} end
 local ids, payloads, lists, stamps = c.ids, c.payloads, {}, {}
 local UNSTAMPED = '\1' .. string.rep('\0', 10)

@@ -14,6 +14,8 @@
     sep}), mode (the producer's default delivery mode)
   ARGV[8] this call's delivery tag prefix (a random UUID's first 24 characters; a serial follows),
   ARGV[9] most stored bytes to take (includes/budget.lua: a bigger entry goes alone; absent: no limit)
+  ARGV[10] replicas the master must have in sync, else nothing is taken (includes/replicas.lua;
+    absent: no check)
 
   Runs only when the broker is this Redis server and database (never on a cluster): one script
   takes the entries out of the store and LPUSHes the envelope Kombu's Redis transport would write
@@ -35,6 +37,7 @@
      lease deadline ms, {orphan ids}, {revoked ids}, revoke count, {due scores of pushed entries},
      first due ms, last due ms (of everything taken) or -1}
 ]]
+--- @include "replicas"
 --- @include "now"
 --- @include "forget_key"
 --- @include "call_sliced"
@@ -49,6 +52,7 @@ local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS
 local pending_keys, id_keys, wake, revoked, revoked_gen = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local big = KEYS[14]
 
+require_replicas(tonumber(ARGV[10]))
 if redis.call('GET', lock) ~= ARGV[1] or redis.call('GET', epoch) ~= ARGV[2] then
   return {0}
 end

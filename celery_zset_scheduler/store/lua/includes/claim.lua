@@ -2,7 +2,9 @@
 -- script's header names them, `budget` the most stored bytes one claim takes (budget.lua; nil:
 -- no limit). Returns nil when fenced, else what both scripts return: the claim time, the next
 -- due score (or nil), the claimed ids with their scores and stored values, the lease deadline,
--- the orphans and the revoked ids dropped.
+-- the orphans and the revoked ids dropped. `replicas`: the replicas in sync the master must have
+-- (replicas.lua; nil or 0: no check).
+--- @include "replicas"
 --- @include "now"
 --- @include "forget_key"
 --- @include "call_sliced"
@@ -10,7 +12,8 @@
 --- @include "plan_wake"
 --- @include "budget"
 --- @include "big"
-local function claim_due(budget)
+local function claim_due(budget, replicas)
+  require_replicas(replicas)
   local due, msg, inflight, lock, epoch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
   local pending_keys, id_keys, wake, revoked, big = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[11]
 
