@@ -40,12 +40,20 @@ class FollowingPool(SentinelConnectionPool):
         now = time.monotonic()
         if now >= self._next_check:
             self._next_check = now + CHECK_INTERVAL
-            # Closes the idle connections when the address changed; a connection in use is
-            # dropped when it is released (the pool no longer owns its address). When no sentinel
-            # answers, the connections keep their server until it fails.
-            with contextlib.suppress(MasterNotFoundError, redis.ConnectionError, redis.TimeoutError):
-                self.get_master_address()  # type: ignore[no-untyped-call]
+            self.follow()
         return super().get_connection(*args, **kwargs)
+
+    def follow(self) -> None:
+        """Ask the sentinels for the master; when it moved, close every connection to the old one,
+        those in use too: a pub/sub connection (the wake channel, the revoke follower) would
+        otherwise stay subscribed to the demoted master, which no longer hears a publication. A
+        command in flight there fails and is retried through the new master. When no sentinel
+        answers, the connections keep their server until it fails."""
+        before = self.master_address
+        with contextlib.suppress(MasterNotFoundError, redis.ConnectionError, redis.TimeoutError):
+            after = self.get_master_address()  # type: ignore[no-untyped-call]
+            if before is not None and after != before:
+                self.disconnect(inuse_connections=True)
 
 
 def make_sentinel_client(url: str, kwargs: dict[str, Any], master_name: str | None,

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 from celery import Celery
 
 from celery_zset_scheduler.celery.core.state import installation_for
@@ -167,3 +168,29 @@ def test_with_wait_replicas_a_master_hands_off_only_with_its_replicas(
              what="the dispatcher to say why it hands off nothing")
     time.sleep(1.0)
     assert store.get("kept") is not None and "kept" not in {r["id"] for r in apps.executions()}
+
+
+def test_a_subscriber_follows_a_graceful_failover_within_seconds(sentinels: RedisSentinelSet) -> None:
+    """The wake channel and the revoke follower are pub/sub connections, in use all along: after
+    a ``SENTINEL FAILOVER`` they hear the new master within seconds, not once the sentinels
+    reconfigure the old one (about ten seconds later, when it closes its clients)."""
+    client = make_client(sentinels.url(STORE_DB), master_name=sentinels.master_name,
+                         sentinel_kwargs={"password": PASSWORD})
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe("wake")
+    assert pubsub.get_message(timeout=1.0) is None
+    old = sentinels.master_port()
+    new = sentinels.failover()
+    promoted = time.monotonic()
+    publisher = sentinels.node(new).client(db=STORE_DB)
+    heard = None
+    while heard is None and time.monotonic() - promoted < 8.0:
+        client.ping()  # any use of the pool: it asks the sentinels at most once a second
+        publisher.publish("wake", b"1")
+        try:
+            heard = pubsub.get_message(timeout=0.2)
+        except redis.ConnectionError:  # its connection to the old master was closed: resubscribes
+            continue
+    assert heard is not None and heard["data"] == b"1", f"nothing heard from the new master ({old} -> {new})"
+    assert client.connection_pool.master_address == ("127.0.0.1", new)
+    pubsub.close()
