@@ -194,3 +194,12 @@ def test_a_subscriber_follows_a_graceful_failover_within_seconds(sentinels: Redi
     assert heard is not None and heard["data"] == b"1", f"nothing heard from the new master ({old} -> {new})"
     assert client.connection_pool.master_address == ("127.0.0.1", new)
     pubsub.close()
+
+
+def test_celery_reports_show_no_sentinel_password(apps: AppFactory, sentinels: RedisSentinelSet) -> None:
+    app = apps(**{**sentinel_conf(sentinels), "zset_scheduler_url": sentinels.url(STORE_DB),
+                  "zset_scheduler_sentinel_kwargs": {"password": PASSWORD}})
+    apps.store(app).client.ping()
+    shown = app.conf.humanize(with_defaults=False, censored=True)
+    assert "zset_scheduler_url" in shown and "zset_scheduler_sentinel_kwargs" in shown
+    assert PASSWORD not in shown
