@@ -11,6 +11,7 @@ hands out a connection, and closes the connections to a master the sentinels no 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,10 @@ class FollowingPool(SentinelConnectionPool):
             self._next_check = now + CHECK_INTERVAL
             self.follow()
         return super().get_connection(*args, **kwargs)
+
+    # The parent's signature, for callers that read it (store/connections.py: redis-py 5.0 wants
+    # a command name, newer releases warn on one).
+    get_connection.__signature__ = inspect.signature(SentinelConnectionPool.get_connection)  # type: ignore[attr-defined]
 
     def follow(self) -> None:
         """Ask the sentinels for the master; when it moved, close every connection to the old one,
