@@ -83,7 +83,7 @@ class Dispatcher:
         self._renewed_at = 0.0  # the last renewal of the leases (a heartbeat or a hand-off's)
         self._last_claim = 0.0
         self._backlog = False  # the last pass took a full batch on some shard
-        self.wake = WakeChannel(store, self._stop)
+        self.wake = WakeChannel(store, self._stop, self.config.max_interval)
         self._outage: str | None = None
         self._outage_logged = 0.0
         self._backoff = OutageBackoff(cap=self.config.backoff_max)

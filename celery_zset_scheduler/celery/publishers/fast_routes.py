@@ -23,7 +23,7 @@ from kombu.transport.redis import Channel as RedisChannel
 from kombu.transport.redis import SentinelChannel
 from kombu.transport.virtual.exchange import TopicExchange
 
-from ...model.logs import log_event
+from ...model.logs import describe, log_event
 from ...store.fastpath import FAST_PUSH, Routes
 from .declare import declare
 from .reach import reachable
@@ -68,6 +68,10 @@ class Decided(Generic[T]):
             return None
         try:
             self._value = self._build()
+        except redis.exceptions.NoPermissionError as exc:  # the ACL user's choice: decided, said once
+            self._value = None
+            self.why = (f"this Redis user may not run what the detection needs ({describe(exc)}; "
+                        "ACL: +info, the broker's keys)")
         except (OSError, redis.RedisError, OperationalError) as exc:  # the broker is down: without it for now
             self._retry_at = time.monotonic() + RETRY_AFTER_S
             log_event(logging.WARNING, f"{self.event}.undecided", error=str(exc))
