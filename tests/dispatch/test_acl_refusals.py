@@ -43,3 +43,21 @@ def test_no_channel_and_no_info_the_dispatcher_polls_and_takes_the_generic_path(
     off = [e for e in events if "fast_path.off" in e]
     assert len(off) == 1 and "may not run" in off[0] and "+info" in off[0], off
     assert PASSWORD not in caplog.text
+
+
+def test_doctor_reports_each_check_it_could_not_make_and_never_says_unreachable(
+    acl_server: RedisServer, apps: AppFactory
+) -> None:
+    from ..support.cli_support import invoke, out
+
+    app = apps(broker_url=acl_server.url_db(0), result_backend=None,
+               zset_scheduler_url=f"redis://zs:{PASSWORD}@127.0.0.1:{acl_server.port}/0")
+    data = out(invoke(app, "doctor", "--json"))
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["redis"]["status"] == "warn"
+    assert "reached Redis at redis://zs:***@" in checks["redis"]["detail"] and "'info'" in checks["redis"]["detail"]
+    assert "cannot reach" not in str(data)
+    # The checks it could make were made.
+    assert checks["shards"]["status"] == "ok" and checks["clock"]["status"] == "ok"
+    assert checks["broker"]["status"] == "ok"
+    assert PASSWORD not in str(data)

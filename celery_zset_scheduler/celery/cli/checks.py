@@ -51,11 +51,17 @@ def run_checks(app: Any) -> list[Check]:
     url = mask_url(str(settings.url))
     try:
         info = store.client.info("server")
+    except redis.exceptions.NoPermissionError as exc:  # reached: the user may not run INFO
+        checks = [Check("redis", "warn", f"reached Redis at {url}, but {_lacks(exc)}: its version, "
+                                         "eviction policy and persistence were not checked")]
+        info = None
     except redis.RedisError as exc:
         return [Check("redis", "fail", f"cannot reach Redis at {url}: {exc}"), check_broker(app)]
-    checks = [check_version(info, url)]
+    else:
+        checks = [check_version(info, url)]
     clustered = is_cluster(store.client)
-    local = (check_cluster,) if clustered else (check_eviction, check_persistence)
+    local: tuple[Callable[[Store], Check], ...] = (
+        () if info is None else (check_cluster,) if clustered else (check_eviction, check_persistence))
     if is_sentinel(store.client):
         local = (check_sentinel, *local)
     for check in (*local, check_shards, check_clock, check_dispatchers):
@@ -68,11 +74,18 @@ def run_checks(app: Any) -> list[Check]:
 
 
 def _guarded(check: Callable[[Store], Check], store: Store) -> Check:
+    name = check.__name__.removeprefix("check_")
     try:
         return check(store)
+    except redis.exceptions.NoPermissionError as exc:
+        return Check(name, "warn", f"could not check: {_lacks(exc)}")
     except redis.RedisError as exc:
-        name = check.__name__.removeprefix("check_")
         return Check(name, "fail", f"could not check: {exc}")
+
+
+def _lacks(exc: BaseException) -> str:
+    """A refused permission, in words, with Redis's own (it names the command, key or channel)."""
+    return f"this Redis user lacks a permission ({' '.join(str(exc).split())})"
 
 
 def _version(text: str) -> tuple[int, ...]:
