@@ -12,18 +12,17 @@ producer sends it again (same id), as an application would.
 from __future__ import annotations
 
 import collections
-import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from celery_zset_scheduler.errors import StoreUnavailable
 from celery_zset_scheduler.testing import RedisServer
 from celery_zset_scheduler.testing.cluster import RedisClusterServer
 
 from ..support.helpers import FAST, AppFactory, wait_for
 from ..support.procs import Cluster
+from ..support.producer import Producer
 
 pytestmark = pytest.mark.slow
 
@@ -40,47 +39,12 @@ def procs(redis_server: RedisServer, r: object, cluster: RedisClusterServer) -> 
     made.close()
 
 
-class Producer(threading.Thread):
-    """Schedules ``count`` tasks with countdowns over ``spread`` seconds, at a steady pace; an
-    attempt refused by the store is sent again with the same id until it is acknowledged."""
-
-    def __init__(self, apps: AppFactory, url: str, count: int, pace: float) -> None:
-        super().__init__(daemon=True)
-        self.app = apps(shards=SHARDS, zset_scheduler_url=url, **CONF)
-        self.count, self.pace = count, pace
-        self.acked: list[str] = []
-        self.refused = 0
-        self.attempts: dict[str, int] = {}  # ids sent more than once: how many times
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        record = self.app.tasks["t.record"]
-        try:
-            for i in range(self.count):
-                task_id = f"task-{i}"
-                deadline = time.monotonic() + 60
-                while True:
-                    try:
-                        record.apply_async(kwargs={"tag": i}, countdown=0.5 + (i % 20) * 0.1, task_id=task_id)
-                        break
-                    except StoreUnavailable:
-                        self.refused += 1
-                        self.attempts[task_id] = self.attempts.get(task_id, 1) + 1
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.1)
-                self.acked.append(task_id)
-                time.sleep(self.pace)
-        except BaseException as exc:
-            self.error = exc
-
-
 def run_under_load(apps: AppFactory, procs: Cluster, cluster: RedisClusterServer,
                    disrupt: Callable[[], None]) -> tuple[Producer, collections.Counter[str]]:
     procs.worker()
     procs.dispatcher()
     procs.dispatcher()
-    producer = Producer(apps, cluster.url, count=1200, pace=0.005)
+    producer = Producer(apps(shards=SHARDS, zset_scheduler_url=cluster.url, **CONF), count=1200, pace=0.005)
     producer.start()
     wait_for(lambda: len(producer.acked) >= 400, timeout=60, what="the first 400 schedules")
     wait_for(lambda: len(apps.executions()) >= 100, timeout=60, what="dispatching under way")

@@ -14,19 +14,18 @@ are recorded on another Redis server (the session's standalone one), out of the 
 from __future__ import annotations
 
 import collections
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from celery_zset_scheduler.errors import StoreUnavailable
 from celery_zset_scheduler.testing import RedisServer
 from celery_zset_scheduler.testing.sentinel import RedisSentinelSet
 
 from ..support.helpers import BROKER_DB, FAST, AppFactory, wait_for
 from ..support.procs import Cluster
+from ..support.producer import Producer
 
 pytestmark = pytest.mark.slow
 
@@ -49,40 +48,6 @@ def procs(redis_server: RedisServer, r: object, sentinels: RedisSentinelSet) -> 
                    broker_url=sentinels.url(BROKER_DB))
     yield made
     made.close()
-
-
-class Producer(threading.Thread):
-    """Schedules ``count`` tasks with short countdowns at a steady pace; an attempt refused by
-    the store is sent again with the same id until it is acknowledged."""
-
-    def __init__(self, app: Any, count: int, pace: float) -> None:
-        super().__init__(daemon=True)
-        self.app, self.count, self.pace = app, count, pace
-        self.acked: list[str] = []
-        self.acked_at: list[float] = []
-        self.attempts: dict[str, int] = {}  # ids sent more than once: how many times
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        record = self.app.tasks["t.record"]
-        try:
-            for i in range(self.count):
-                task_id = f"task-{i}"
-                deadline = time.monotonic() + 60
-                while True:
-                    try:
-                        record.apply_async(kwargs={"tag": i}, countdown=0.5 + (i % 20) * 0.1, task_id=task_id)
-                        break
-                    except StoreUnavailable:
-                        self.attempts[task_id] = self.attempts.get(task_id, 1) + 1
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.1)
-                self.acked.append(task_id)
-                self.acked_at.append(time.time())
-                time.sleep(self.pace)
-        except BaseException as exc:
-            self.error = exc
 
 
 def run_under_load(apps: AppFactory, procs: Cluster, sentinels: RedisSentinelSet, disrupt: Callable[[], float],
