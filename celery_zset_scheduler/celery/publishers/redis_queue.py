@@ -41,6 +41,7 @@ from ...model.internals import usable
 from ...store.connections import checkout
 from ...store.resp import pack
 from .envelope import expiration_of, kombu_expiration, outgoing
+from .fast_routes import other_database
 from .kombu_internals import KOMBU_REDIS
 from .templates import ENVELOPE_JSON, Templates, delivery_tags
 
@@ -67,11 +68,7 @@ def same_server_and_db(broker: Any, store: Any) -> bool:
     """Whether two clients talk to one Redis server and database (its run id and the db number),
     and the broker's keys are not prefixed (the store's keys then mean the same to both)."""
     try:
-        if getattr(broker, "global_keyprefix", None):
-            return False
-        same_run = broker.info("server").get("run_id") == store.info("server").get("run_id")
-        db = broker.connection_pool.connection_kwargs.get("db", 0)
-        return bool(same_run) and int(db) == int(store.connection_pool.connection_kwargs.get("db", 0))
+        return not getattr(broker, "global_keyprefix", None) and other_database(broker, store) is None
     except (redis.RedisError, AttributeError, TypeError, ValueError):
         return False  # the dispatcher's clock is checked instead
 
