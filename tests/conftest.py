@@ -10,12 +10,14 @@ import pytest
 import redis
 
 from celery_zset_scheduler.model.keys import KeySpace
+from celery_zset_scheduler.store.acl import ROLES, Rules, store_rules
 from celery_zset_scheduler.store.client import make_client
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer
 from celery_zset_scheduler.testing.cluster import RedisClusterServer, cluster_support
 from celery_zset_scheduler.testing.sentinel import RedisSentinelSet
 
+from .support import acl
 from .support.helpers import AppFactory
 from .support.rabbitmq import rabbitmq_fixture, rabbitmq_url_fixture
 
@@ -88,7 +90,13 @@ def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def store(r: redis.Redis, redis_server: RedisServer) -> Store:
-    return Store(make_client(redis_server.url), KeySpace("zt", 4))
+    keys = KeySpace("zt", 4)
+    url = redis_server.url
+    if acl.acl_mode() and not redis_server.password:
+        # the store's documented rules for every role, and nothing else
+        rules = sum((store_rules(role, keys) for role in ROLES), Rules())
+        url = acl.as_user(url, acl.create_user(r, rules))
+    return Store(make_client(url), keys)
 
 
 @pytest.fixture

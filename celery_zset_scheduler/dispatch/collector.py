@@ -19,6 +19,7 @@ import redis
 
 from ..model.logs import describe, log_event
 from ..store.pending import Store
+from ..store.permissions import report_refused
 from ..store.shared_gc import Step, steps
 from .config import DispatcherConfig
 
@@ -32,7 +33,6 @@ class Collector:
         self._next = 0.0  # monotonic time of the next step worth taking
         self._owned: frozenset[int] = frozenset()
         self.deleted = 0  # prefixes this process's steps deleted (for people and tests)
-        self._warned = False
 
     def beat(self, owned: Collection[int]) -> None:
         if self.period_ms <= 0 or not owned:
@@ -53,10 +53,8 @@ class Collector:
                 log_event(logging.DEBUG, "collect.failed", error=describe(result))
                 continue
             if result.phase == "refused":
-                if not self._warned:
-                    log_event(logging.WARNING, "collect.refused", shard=result.shard,
-                              hint="the store's Redis user needs INFO (ACL @dangerous) to collect shared prefixes")
-                    self._warned = True
+                report_refused("the INFO command (collecting the shared prefixes)", "+info", None,
+                               "leaves the shared prefixes uncollected (they only take memory)")
                 waits.append(self.period_ms / 1000.0)
             elif result.phase == "wait":
                 waits.append(result.first / 1000.0)

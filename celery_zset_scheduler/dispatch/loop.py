@@ -23,11 +23,13 @@ from typing import Any
 from ..errors import ZSetSchedulerError
 from ..model.backoff import OutageBackoff
 from ..model.logs import describe, log_event
+from ..store.acl import missing_permissions
 from ..store.claims import Claims
 from ..store.client import location
 from ..store.deadletters import DeadLetters
 from ..store.pending import Store
 from ..store.periodic import PeriodicStore
+from ..store.permissions import glob_escape, refusal, refused, report_refused
 from .collector import Collector
 from .config import DispatcherConfig
 from .generic import generic
@@ -124,12 +126,29 @@ class Dispatcher:
         while not self._stop.is_set():
             try:
                 self.store.check_meta()
-                return
+                if self._permitted():
+                    return
             except REDIS_ERRORS as exc:
                 self._failed("redis", exc)
             except ZSetSchedulerError as exc:
                 log_event(logging.ERROR, "dispatcher.refused", dispatcher=self.member_id, error=str(exc))
                 raise
+
+    def _permitted(self) -> bool:
+        """Whether the store's user may run everything the scripts run, asked before the first
+        claim: a script refused halfway keeps its first writes (a claim refused after taking
+        entries from `due` would lose them). Waits with backoff when not; a server that cannot
+        be asked (before Redis 7) and a cluster (keys of several slots) are not asked."""
+        if self.store.clustered:
+            return True
+        missing = missing_permissions(self.store.scripts, self.store.keys)
+        if not missing:
+            return True
+        report_refused(f"what the scripts run ({location(self.store.client)})",
+                       f"{' '.join(missing)} (all of them: celery zset acl --role dispatcher)", None,
+                       "claims nothing until granted; asks again with backoff")
+        self._stop.wait(self._backoff.next())
+        return False
 
     def _shutdown(self) -> None:
         try:
@@ -141,6 +160,9 @@ class Dispatcher:
         log_event(logging.INFO, "dispatcher.stopped", dispatcher=self.member_id)
 
     def _failed(self, what: str, exc: BaseException) -> None:
+        if refused(exc):
+            self._refused(what, exc)
+            return
         now = time.monotonic()
         # What failed, in words (redis-py's repr() is only "network:ConnectionError"), and where.
         where = {"store": location(self.store.client)} if what == "redis" else {}
@@ -154,6 +176,25 @@ class Dispatcher:
         self._outage = what
         self.wake.close()  # re-subscribe after the outage
         self._stop.wait(self._backoff.next())
+
+    def _refused(self, what: str, exc: BaseException) -> None:
+        """A permission the store's (or a Redis broker's) user lacks: a configuration problem, not
+        an outage. Logged once a minute with the rule that grants it; the pass is tried again
+        after a backoff, and what it could not hand off waits in the store."""
+        self._report_refused(what, exc)
+        self.wake.close()
+        self._stop.wait(self._backoff.next())
+
+    def _report_refused(self, what: str, exc: BaseException) -> None:
+        if what == "redis":
+            prefix = glob_escape(self.store.keys.prefix)
+            refused_what, grant = refusal(exc, keys=f"~{prefix}:* ~{{{prefix}:*", channels=f"&{prefix}:*")
+            where = location(self.store.client)
+        else:
+            refused_what, grant = refusal(exc, keys="~<queue>* ~_kombu.binding*")
+            where = "the broker"
+        report_refused(f"{refused_what} ({where})", f"{grant} (all of them: celery zset acl --role dispatcher)",
+                       exc, "tries again with backoff; nothing is handed off or lost meanwhile")
 
     def _recovered(self) -> None:
         if self._outage is not None:
@@ -296,10 +337,13 @@ class Dispatcher:
         """One shard's call failed (its slot's master is down, a full store refused it): that
         shard waits with a backoff of its own while the others go on."""
         backoff = self._shard_outages.get(shard)
-        if backoff is None:
-            backoff = self._shard_outages[shard] = OutageBackoff(cap=self.config.backoff_max)
+        if refused(error):
+            self._report_refused("redis", error)
+        elif backoff is None:
             log_event(logging.WARNING, "outage.started", what="redis", shard=shard, error=str(error))
             self.observer.outage("redis", error)
+        if backoff is None:
+            backoff = self._shard_outages[shard] = OutageBackoff(cap=self.config.backoff_max)
         self._next_due[shard] = time.monotonic() + backoff.next()
 
     def _shard_recovered(self, shard: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from ..store.pending import Store
-from ..store.permissions import REPEAT_AFTER_S, refused, report_refused
+from ..store.permissions import REPEAT_AFTER_S, glob_escape, refusal, refused, report_refused
 
 # Any Redis error is an outage to wait out, not a reason to exit: a full store (OOM), a failover
 # (READONLY, MASTERDOWN), a busy script, a lost connection. Exiting would crash-loop under a
@@ -86,7 +86,8 @@ class WakeChannel:
         """The user may not use the channel: a configuration problem, not an outage. Poll, say
         why (once a minute at most), and ask again a minute later (a grant needs no restart)."""
         channel = self.store.keys.wake_channel
-        report_refused(f"SUBSCRIBE {channel}", f"&{channel}", exc,
+        _, grant = refusal(exc, channels=f"&{glob_escape(channel)}")  # the channel, or the command
+        report_refused(f"SUBSCRIBE {channel}", grant, exc,
                        f"polling every zset_scheduler_max_interval ({self.store_max_interval:g} s)")
         self._refused_until = time.monotonic() + REPEAT_AFTER_S
         self.close()

@@ -24,6 +24,8 @@ from celery_zset_scheduler.store.claims import Fence
 from celery_zset_scheduler.store.pending import Store
 from celery_zset_scheduler.testing import RedisServer
 
+from . import acl
+
 STORE_DB, BROKER_DB, BACKEND_DB, RECORD_DB = 0, 1, 2, 3
 RECORDS = "executions"
 
@@ -217,6 +219,7 @@ class AppFactory:
         self.record_url = server.url_db(RECORD_DB)
         self._stack = contextlib.ExitStack()
         self.count = 0
+        self.acl_users: list[str] = []
 
     def __call__(self, *, shards: int = 4, prefix: str = "zt", install: bool = True, **conf: Any) -> Celery:
         self.count += 1
@@ -234,9 +237,25 @@ class AppFactory:
         })
         register_tasks(app, self.record_url)
         register_task_side(app, self.record_url)
+        if acl.acl_mode() and not self.server.password:
+            self._as_acl_user(app)
         if install:
             celery_zset_scheduler.install(app)
         return app
+
+    def _as_acl_user(self, app: Celery) -> None:
+        """Point the app's store, broker and backend at a user of exactly the documented rules."""
+        admin = self.server.client()
+        name = acl.create_user(admin, acl.rules_for(app))
+        mine = f"redis://127.0.0.1:{self.server.port}/"
+        for setting in ("broker_url", "result_backend", "zset_scheduler_url"):
+            if str(app.conf[setting]).startswith(mine):
+                app.conf[setting] = acl.as_user(str(app.conf[setting]), name)
+        self.acl_users.append(name)
+
+    def acl_refusals(self) -> list[dict[str, Any]]:
+        admin = self.server.client()
+        return [entry for name in self.acl_users for entry in acl.refusals(admin, name)]
 
     def store(self, app: Celery) -> Store:
         inst = installation_for(app)
@@ -275,6 +294,11 @@ class AppFactory:
 
     def close(self) -> None:
         self._stack.close()
+        if self.acl_users and os.environ.get("ZSET_TEST_ACL_LOG"):
+            with open(os.environ["ZSET_TEST_ACL_LOG"], "a") as log:
+                for entry in self.acl_refusals():
+                    log.write(json.dumps({k: (v if isinstance(v, (int, float, str)) else str(v))
+                                          for k, v in entry.items()}) + "\n")
 
 
 @contextlib.contextmanager

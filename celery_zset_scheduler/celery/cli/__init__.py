@@ -6,6 +6,7 @@ it may import every other role.
 
 from __future__ import annotations
 
+from .acl import acl
 from .actions import cancel, reschedule, run_now
 from .bench import bench
 from .dlq import dlq
@@ -21,7 +22,7 @@ from .run import run
 from .status import status
 
 for command in (status, ls, show, cancel, reschedule, run_now, run, doctor, dlq, periodic, import_beat, import_eta,
-                reshard_command, bench, docs):
+                reshard_command, bench, docs, acl):
     zset.add_command(command)
 
 __all__ = ["zset"]

@@ -11,7 +11,8 @@ local function require_replicas(wanted)
   local online = 0
   for _ in string.gmatch(info, 'slave%d+:[^\r\n]*state=online') do online = online + 1 end
   if online < wanted then
-    error({err = 'NOREPLICAS ' .. online .. ' of the ' .. wanted ..
-      ' replicas asked for (zset_scheduler_wait_replicas) are in sync: nothing handed off'})
+    -- a string at level 0 (no position): Redis 6.2 cannot raise an error table from a function
+    error('NOREPLICAS ' .. online .. ' of the ' .. wanted ..
+      ' replicas asked for (zset_scheduler_wait_replicas) are in sync: nothing handed off', 0)
   end
 end
