@@ -89,10 +89,10 @@ def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-def store(r: redis.Redis, redis_server: RedisServer) -> Store:
+def store(r: redis.Redis, redis_server: RedisServer, request: pytest.FixtureRequest) -> Store:
     keys = KeySpace("zt", 4)
     url = redis_server.url
-    if acl.acl_mode() and not redis_server.password:
+    if acl.acl_mode() and not redis_server.password and request.node.get_closest_marker("default_user") is None:
         # the store's documented rules for every role, and nothing else
         rules = sum((store_rules(role, keys) for role in ROLES), Rules())
         url = acl.as_user(url, acl.create_user(r, rules))
@@ -100,8 +100,8 @@ def store(r: redis.Redis, redis_server: RedisServer) -> Store:
 
 
 @pytest.fixture
-def apps(r: redis.Redis, redis_server: RedisServer) -> Iterator[AppFactory]:
-    factory = AppFactory(redis_server)
+def apps(r: redis.Redis, redis_server: RedisServer, request: pytest.FixtureRequest) -> Iterator[AppFactory]:
+    factory = AppFactory(redis_server, acl_users=request.node.get_closest_marker("default_user") is None)
     try:
         yield factory
     finally:

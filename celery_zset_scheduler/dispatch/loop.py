@@ -23,13 +23,12 @@ from typing import Any
 from ..errors import ZSetSchedulerError
 from ..model.backoff import OutageBackoff
 from ..model.logs import describe, log_event
-from ..store.acl import missing_permissions
 from ..store.claims import Claims
 from ..store.client import location
 from ..store.deadletters import DeadLetters
 from ..store.pending import Store
 from ..store.periodic import PeriodicStore
-from ..store.permissions import glob_escape, refusal, refused, report_refused
+from ..store.permissions import refused
 from .collector import Collector
 from .config import DispatcherConfig
 from .generic import generic
@@ -37,6 +36,7 @@ from .handoff import BrokerUnavailable, Env, HandOffFactory, Publisher, ShardPas
 from .leadership import Leadership, new_member_id
 from .observer import Observer
 from .periodic import PeriodicEnv, PeriodicFactory
+from .permits import Permits
 from .wake import REDIS_ERRORS, WakeChannel
 
 OUTAGE_REMINDER_S = 60.0
@@ -90,7 +90,10 @@ class Dispatcher:
         self._outage_logged = 0.0
         self._backoff = OutageBackoff(cap=self.config.backoff_max)
         self._shard_outages: dict[int, OutageBackoff] = {}  # shards whose own calls fail (the rest go on)
+        self._shard_refused: set[int] = set()  # of those, the ones refused a permission (no outage logged)
+        self._allowed = True  # the user may run what the scripts run (asked at start and each heartbeat)
         self.collector = Collector(store, self.config)
+        self.permits = Permits(store)
         self.periodic = None if periodic is None else periodic(
             PeriodicEnv(PeriodicStore(store), self.config, self._lease_valid))
 
@@ -126,29 +129,14 @@ class Dispatcher:
         while not self._stop.is_set():
             try:
                 self.store.check_meta()
-                if self._permitted():
+                if self.permits.scripts_allowed():
                     return
+                self._stop.wait(self._backoff.next())
             except REDIS_ERRORS as exc:
                 self._failed("redis", exc)
             except ZSetSchedulerError as exc:
                 log_event(logging.ERROR, "dispatcher.refused", dispatcher=self.member_id, error=str(exc))
                 raise
-
-    def _permitted(self) -> bool:
-        """Whether the store's user may run everything the scripts run, asked before the first
-        claim: a script refused halfway keeps its first writes (a claim refused after taking
-        entries from `due` would lose them). Waits with backoff when not; a server that cannot
-        be asked (before Redis 7) and a cluster (keys of several slots) are not asked."""
-        if self.store.clustered:
-            return True
-        missing = missing_permissions(self.store.scripts, self.store.keys)
-        if not missing:
-            return True
-        report_refused(f"what the scripts run ({location(self.store.client)})",
-                       f"{' '.join(missing)} (all of them: celery zset acl --role dispatcher)", None,
-                       "claims nothing until granted; asks again with backoff")
-        self._stop.wait(self._backoff.next())
-        return False
 
     def _shutdown(self) -> None:
         try:
@@ -181,20 +169,9 @@ class Dispatcher:
         """A permission the store's (or a Redis broker's) user lacks: a configuration problem, not
         an outage. Logged once a minute with the rule that grants it; the pass is tried again
         after a backoff, and what it could not hand off waits in the store."""
-        self._report_refused(what, exc)
+        self.permits.report(what, exc)
         self.wake.close()
         self._stop.wait(self._backoff.next())
-
-    def _report_refused(self, what: str, exc: BaseException) -> None:
-        if what == "redis":
-            prefix = glob_escape(self.store.keys.prefix)
-            refused_what, grant = refusal(exc, keys=f"~{prefix}:* ~{{{prefix}:*", channels=f"&{prefix}:*")
-            where = location(self.store.client)
-        else:
-            refused_what, grant = refusal(exc, keys="~<queue>* ~_kombu.binding*")
-            where = "the broker"
-        report_refused(f"{refused_what} ({where})", f"{grant} (all of them: celery zset acl --role dispatcher)",
-                       exc, "tries again with backoff; nothing is handed off or lost meanwhile")
 
     def _recovered(self) -> None:
         if self._outage is not None:
@@ -213,6 +190,11 @@ class Dispatcher:
             self._beat()
             self._next_beat = now + self.config.heartbeat_interval
             self._renewed_at = now
+            # Asked again each heartbeat: a permission taken away while it runs stops the claims
+            # within a heartbeat (the leases are kept meanwhile).
+            self._allowed = self.permits.scripts_allowed()
+        if not self._allowed:
+            return False
         if self.periodic is not None:
             self._periodic_pass()
         return self._dispatch_due()
@@ -338,7 +320,8 @@ class Dispatcher:
         shard waits with a backoff of its own while the others go on."""
         backoff = self._shard_outages.get(shard)
         if refused(error):
-            self._report_refused("redis", error)
+            self.permits.report("redis", error)
+            self._shard_refused.add(shard)
         elif backoff is None:
             log_event(logging.WARNING, "outage.started", what="redis", shard=shard, error=str(error))
             self.observer.outage("redis", error)
@@ -347,8 +330,9 @@ class Dispatcher:
         self._next_due[shard] = time.monotonic() + backoff.next()
 
     def _shard_recovered(self, shard: int) -> None:
-        if self._shard_outages.pop(shard, None) is not None:
+        if self._shard_outages.pop(shard, None) is not None and shard not in self._shard_refused:
             log_event(logging.INFO, "outage.ended", what="redis", shard=shard)
+        self._shard_refused.discard(shard)
 
     def _note_next_due(self, shard: int, result: ShardPass, sent_at: float) -> None:
         # The same rule as the claim script's wake key: the earliest due entry, at most
