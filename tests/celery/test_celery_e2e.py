@@ -236,6 +236,7 @@ def test_pickle_needs_an_explicit_opt_in(apps: AppFactory) -> None:
     assert result.get(timeout=20) == ("a", 1)  # a tuple survives: pickled, not JSON
 
 
+@pytest.mark.default_user("the ACL rules read the settings, which configures the app")
 def test_invalid_settings_fail_at_the_call_site(apps: AppFactory) -> None:
     app = apps(zset_scheduler_batch_size="eight")
     with pytest.raises(ConfigurationError, match="zset_scheduler_batch_size"):
@@ -256,6 +257,7 @@ def test_shard_count_mismatch_fails_at_the_call_site_and_in_the_dispatcher(apps:
     assert isinstance(dispatcher.error, ShardCountMismatch)  # type: ignore[attr-defined]
 
 
+@pytest.mark.default_user("the ACL rules read the settings, which configures the app")
 def test_install_is_lazy_and_leaves_the_app_alone(apps: AppFactory, r: redis.Redis) -> None:
     gc.collect()  # earlier tests' garbage closes its connections now, not while we count
     clients_before = len(r.client_list())
@@ -283,6 +285,7 @@ def test_install_after_the_app_was_used(apps: AppFactory) -> None:
     assert celery_zset_scheduler.lookup(app, result.id) is None
 
 
+@pytest.mark.default_user("the settings are given after the app is made")
 def test_django_style_namespace_settings(apps: AppFactory, redis_server: object) -> None:
     app = apps(install=False)
     url = app.conf.zset_scheduler_url

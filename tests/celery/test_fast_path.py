@@ -265,6 +265,7 @@ def test_what_the_script_cannot_rebuild_exactly_takes_the_generic_path(apps: App
     assert headers["big_int_header"]["n"] == 10 ** 15 + 1
 
 
+@pytest.mark.default_user("a queue its app does not declare")
 def test_a_queue_only_its_sender_knew_takes_the_generic_path(apps: AppFactory) -> None:
     _, ours = same_db(apps)
     _, sender = same_db(apps)  # creates the queue for itself (task_create_missing_queues)
@@ -338,6 +339,7 @@ def test_the_setting_turns_it_off_and_other_databases_never_take_it(apps: AppFac
     assert handoff.routes() is None and handoff.pushed == 0
 
 
+@pytest.mark.default_user("a queue its app does not declare")
 def test_a_queue_key_of_another_type_loses_nothing(apps: AppFactory) -> None:
     _, ours = same_db(apps)
     broker = apps.server.client(STORE_DB)
@@ -465,6 +467,7 @@ def test_entries_stored_in_the_previous_format_go_the_generic_way_the_same(apps:
         assert headers["zset_eta"] == expected[task_id].headers["eta"]
 
 
+@pytest.mark.default_user("a broadcast exchange its app does not declare")
 def test_fanout_and_expiring_queues_take_the_generic_path(apps: AppFactory) -> None:
     from kombu.common import Broadcast
 

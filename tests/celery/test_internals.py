@@ -63,6 +63,7 @@ def test_a_failing_check_logs_one_warning_and_keeps_its_path_off(fresh: None, ca
     assert fields["reads"] == "lib.Thing._gone"
 
 
+@pytest.mark.default_user("the ACL rules read the settings, which refuse")
 def test_the_setting_is_refused_unless_auto_or_public(apps: AppFactory) -> None:
     from celery_zset_scheduler.errors import ConfigurationError
 

@@ -108,6 +108,7 @@ def test_batched_paths_write_what_kombu_writes(apps: AppFactory, options: dict[s
     assert b'"correlation_id": "00000000-0000-4000-8000-000000000007"' in by_kombu[prefix + b"celery"][0]
 
 
+@pytest.mark.default_user("exchanges and queues declared by hand")
 def test_fanout_and_single_messages_go_through_kombu(apps: AppFactory) -> None:
     fan = Exchange("fan_ex", type="fanout")
     app = apps(task_queues=[Queue("celery"), Queue("fan_a", fan), Queue("fan_b", fan)])
@@ -249,6 +250,7 @@ def test_same_json_compares_json_types() -> None:
     assert not same_json([1, [True]], [1, [1]])
 
 
+@pytest.mark.default_user("exchanges and queues declared by hand")
 def test_the_hand_written_transaction_raises_what_redis_refused(apps: AppFactory) -> None:
     app = apps(task_queues=QUEUES, broker_transport_options={"global_keyprefix": "pfx:"})
     broker = apps.server.client(BROKER_DB)

@@ -44,6 +44,7 @@ def test_a_sleeping_leader_is_woken_for_an_earlier_task(apps: AppFactory, r: red
     assert due - 0.01 <= arrived <= due + 0.3, arrived - due
 
 
+@pytest.mark.default_user("a queue its app does not declare")
 def test_a_queue_only_the_sender_knew_is_declared_and_used(apps: AppFactory, r: redis.Redis) -> None:
     from kombu import Queue
 

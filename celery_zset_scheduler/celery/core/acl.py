@@ -89,6 +89,12 @@ def kombu_rules(app: Any, role: str, db: int, *, extra_queues: tuple[str, ...] =
     pidbox = f"{prefix}{fanout}{app.conf.control_exchange}.pidbox"
     # app.control broadcasts (revoke, ping); a dispatcher broadcasts nothing
     channels = [] if role == "dispatcher" else [glob_escape(pidbox)]
+    # events (task_send_sent_event, worker_send_task_events) are published to the event
+    # exchange's topics (/{db}.celeryev/<routing key>)
+    channels.append(glob_escape(f"{prefix}{fanout}{app.conf.event_exchange}") + "*")
+    if str(app.conf.result_backend or "").startswith("rpc"):
+        # the rpc:// backend's reply queue is named by the client's uuid (and its priority lists)
+        keys.append(f"{prefix}????????-????-????-????-????????????*")
     if role in ("worker", "cli"):
         # a worker consumes and answers remote control; the CLI asks workers (doctor, inspect)
         commands.extend(_KOMBU_CONSUMER)
