@@ -8,14 +8,12 @@ What differs per role is what the Python side runs besides (``INFO``, ``SUBSCRIB
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 from ..model.keys import KeySpace
-from .permissions import glob_escape
-from .scripts import ScriptDef, Scripts
+from .permissions import SCRIPT_CALL, glob_escape
+from .scripts import ScriptDef, Scripts, sources
 
 #: The roles a process plays, each with rules of its own.
 ROLES = ("producer", "worker", "dispatcher", "cli")
@@ -41,19 +39,11 @@ _ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
     "cli": ("info",),
 }
 
-_CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
-
-
 @lru_cache(maxsize=1)
-def script_commands() -> frozenset[str]:
-    """The commands the Lua scripts run, lower case (INFO aside: see ``_ROLE_COMMANDS``)."""
-    found: set[str] = set()
-    root = resources.files(__package__).joinpath("lua")
-    for folder in (root, root.joinpath("includes")):
-        for entry in folder.iterdir():
-            if entry.name.endswith(".lua"):
-                found.update(m.lower() for m in _CALL.findall(entry.read_text("utf-8")))
-    return frozenset(found - {"info"})
+def script_commands() -> tuple[str, ...]:
+    """The commands the Lua scripts run, lower case and sorted (INFO aside: see ``_ROLE_COMMANDS``)."""
+    found = {m.lower() for source in sources().values() for m in SCRIPT_CALL.findall(source.text)}
+    return tuple(sorted(found - {"info"}))
 
 
 @dataclass(frozen=True)
@@ -63,21 +53,19 @@ class Rules:
     commands: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
-    #: Rules written as they are (e.g. ``%R~pattern``), for what the three lists cannot say.
-    extra: tuple[str, ...] = field(default=())
 
     def __add__(self, other: Rules) -> Rules:
         def merge(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
             return tuple(dict.fromkeys(a + b))
 
         return Rules(merge(self.commands, other.commands), merge(self.keys, other.keys),
-                     merge(self.channels, other.channels), merge(self.extra, other.extra))
+                     merge(self.channels, other.channels))
 
     def words(self) -> list[str]:
         """The rules as ``ACL SETUSER`` arguments, after a reset of the user's permissions."""
         return ["resetkeys", "resetchannels", "-@all",
                 *(f"+{c}" for c in self.commands), *(f"~{k}" for k in self.keys),
-                *(f"&{c}" for c in self.channels), *self.extra]
+                *(f"&{c}" for c in self.channels)]
 
 
 def store_rules(role: str, keys: KeySpace, *, wait_replicas: int = 0, detect_cluster: bool = False) -> Rules:
@@ -85,7 +73,7 @@ def store_rules(role: str, keys: KeySpace, *, wait_replicas: int = 0, detect_clu
     client asks INFO whether the server is a cluster (``zset_scheduler_cluster = "auto"``)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
-    commands = [*_CLIENT, *_DATA, *sorted(script_commands()), *_ROLE_COMMANDS[role]]
+    commands = [*_CLIENT, *_DATA, *script_commands(), *_ROLE_COMMANDS[role]]
     if wait_replicas > 0:
         commands.append("wait")
     if (wait_replicas > 0 or detect_cluster) and "info" not in commands:
@@ -108,9 +96,8 @@ ACL_CHECK = ScriptDef("acl_check", ("shard_key", "prefix_key"))
 def missing_permissions(scripts: Scripts, keys: KeySpace) -> list[str] | None:
     """The rules the user lacks for what the scripts run (``+cmd``, ``~pattern``), asked of the
     server without running them; None when the server cannot tell (before Redis 7)."""
-    commands = sorted(script_commands())
     reply = scripts.run(ACL_CHECK.call_with(
-        (keys.shard(0).due, keys.meta), commands, lambda r: r))
+        (keys.shard(0).due, keys.meta), script_commands(), lambda r: r))
     if not reply:
         return None if reply is None else []
     prefix = glob_escape(keys.prefix)

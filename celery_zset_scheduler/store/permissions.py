@@ -32,7 +32,8 @@ _IN_SCRIPT = "The user executing the script can't"
 _SAID = re.compile(f"no permissions to|{_NO_MULTI}|{_IN_SCRIPT}")
 _SCRIPT_LINE = re.compile(r"script: ([0-9a-f]{40}), on @user_script:(\d+)")
 _PIPELINE_COMMAND = re.compile(r"Command # \d+ \([A-Za-z]+ (\S+)")
-_CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
+#: A command a Lua script runs (``redis.call('HGET', ...)``), as written in the script's source.
+SCRIPT_CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
 _COMMAND = re.compile(r"permissions to run the '([^']+)' command")
 _KEY = re.compile(r"permissions to access (?:a|one of the) key")
 _CHANNEL = re.compile(r"permissions to access (?:a|one of the) channel")
@@ -104,6 +105,6 @@ def _script_command(text: str) -> str | None:
         if source.sha == where.group(1):
             lines = source.text.splitlines()
             index = int(where.group(2)) - 1
-            call = _CALL.search(lines[index]) if 0 <= index < len(lines) else None
+            call = SCRIPT_CALL.search(lines[index]) if 0 <= index < len(lines) else None
             return call.group(1).lower() if call else None
     return None
