@@ -18,6 +18,7 @@ from .celery.worker.tasks import IdempotentTask, RetryPolicy, ZSetTask
 from .errors import (
     ConfigurationError,
     NotSerializable,
+    PermissionRefused,
     PoisonMessage,
     ShardCountMismatch,
     StoreUnavailable,
@@ -33,6 +34,7 @@ __all__ = [
     "ConfigurationError",
     "IdempotentTask",
     "NotSerializable",
+    "PermissionRefused",
     "PoisonMessage",
     "RetryPolicy",
     "Settings",

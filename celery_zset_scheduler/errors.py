@@ -33,6 +33,13 @@ class StoreUnavailable(ZSetSchedulerError):
     """The store's Redis could not be reached (or refused the credentials) while scheduling."""
 
 
+class PermissionRefused(StoreUnavailable):
+    """The store's Redis user lacks a permission (an ACL rule) the call needs; the message names
+    what was refused and the rule that grants it. The user's permissions are asked before a
+    process's first write, so nothing is written halfway (except on servers that cannot be asked,
+    before Redis 7, or when a permission is taken away while the process runs)."""
+
+
 class NotReplicated(StoreUnavailable):
     """A write reached the store's master but fewer replicas than ``zset_scheduler_wait_replicas``
     acknowledged it in time: it is stored, and would be lost if that master failed right now."""

@@ -37,9 +37,11 @@ def test_no_channel_and_no_info_the_dispatcher_polls_and_takes_the_generic_path(
     wait_for(lambda: set(ids) <= {r["id"] for r in apps.executions()}, timeout=30, what="every task to run")
     events = [r.getMessage() for r in caplog.records if r.name.startswith("celery_zset_scheduler")]
     refused = [e for e in events if "config.refused" in e]
-    assert len(refused) == 2, refused  # each cause said once, not at every pass
-    (channel,) = [e for e in refused if "SUBSCRIBE" in e]
+    assert len(refused) == 3, refused  # each cause said once, not at every pass
+    (channel,) = [e for e in refused if "SUBSCRIBE zt:wake" in e]
     assert "grant=&zt:wake" in channel and "polling" in channel
+    (revokes,) = [e for e in refused if "SUBSCRIBE zt:revokes" in e]  # the worker's: it reads the records
+    assert "grant=&zt:revokes" in revokes and "every 5 s" in revokes
     (collect,) = [e for e in refused if "collecting the shared prefixes" in e]
     assert "grant=+info" in collect
     assert not [e for e in events if "outage.started" in e], events

@@ -15,6 +15,7 @@ from ...model.urls import is_sentinel_url
 from ...settings import Settings
 from ...store.client import make_client
 from ...store.deadletters import DeadLetters
+from ...store.grants import Grants
 from ...store.idempotency import IdempotencyKeys
 from ...store.pending import Store
 
@@ -86,6 +87,7 @@ class Installation:
         self._settings: Settings | None = None
         self._store: Store | None = None
         self._dead_letters: DeadLetters | None = None
+        self._grants: Grants | None = None
         self.per_thread = threading.local()  # what a thread keeps for this app (timed.idle_producer)
         self.lane: Any = None  # the send_task wrapper's lane (.lane), made on the first timed send
         self.event_dispatcher: Any = None  # of task-sent events (.sender), made on the first one
@@ -115,6 +117,15 @@ class Installation:
         return self._store
 
     @property
+    def grants(self) -> Grants:
+        """Whether the store's user may write, asked before the first write (store/grants.py)."""
+        if self._grants is None:
+            with self._lock:
+                if self._grants is None:
+                    self._grants = Grants(self.store)
+        return self._grants
+
+    @property
     def dead_letters(self) -> DeadLetters:
         if self._dead_letters is None:
             with self._lock:
@@ -142,6 +153,7 @@ class Installation:
             self._settings = None
             self._store = None
             self._dead_letters = None
+            self._grants = None
 
 
 def installation_for(app: Any) -> Installation | None:
@@ -175,6 +187,7 @@ def _after_fork_in_child() -> None:
         inst._lock = threading.RLock()
         inst._store = None
         inst._dead_letters = None
+        inst._grants = None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -39,10 +39,14 @@ def lookup(app: Celery, task_id: str) -> tuple[StoredEntry, StoredMessage | None
 
 def cancel(app: Celery, *task_ids: str) -> dict[str, CancelStatus]:
     """Cancel stored tasks without broadcasting; ``{id: cancelled|inflight|unknown}``."""
-    return dict(ensure_installation(app).store.cancel(task_ids))
+    inst = ensure_installation(app)
+    with inst.grants.writing(f"cannot cancel {len(task_ids)} task(s)"):
+        return dict(inst.store.cancel(task_ids))
 
 
 def reschedule(app: Celery, task_id: str, *, eta: datetime | str | None = None,
                countdown: float | None = None) -> bool:
     """Move a pending task to a new time; False when it is not pending (ran, cancelled, unknown)."""
-    return ensure_installation(app).store.reschedule(task_id, due_ms(eta=eta, countdown=countdown))
+    inst = ensure_installation(app)
+    with inst.grants.writing(f"cannot reschedule task {task_id!r}"):
+        return inst.store.reschedule(task_id, due_ms(eta=eta, countdown=countdown))

@@ -81,6 +81,7 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
         return countdown_ms(seconds, now), round((now + seconds) * 1_000_000)
 
     try:
+        inst.grants.ensure()
         levels = repr_levels(app)
         if keyed and key_for is not None:
             return _schedule_keyed(inst.store, template, key_for, _chain(first, iterator), due, levels)
@@ -99,6 +100,9 @@ def schedule_many(task: Any, calls: Iterable[Call], **options: Any) -> list[str]
         inst.store.add_many(entries())
         return ids
     except redis.RedisError as exc:
+        denied = inst.grants.refused(exc, f"schedule_many of {task.name!r} stopped (the calls before it are stored)")
+        if denied is not None:
+            raise denied from exc
         raise StoreUnavailable(
             f"schedule_many of {task.name!r} stopped: the zset store at "
             f"{mask_url(str(inst.settings.url))} failed ({exc}); the calls before it are stored"

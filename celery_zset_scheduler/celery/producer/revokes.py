@@ -61,7 +61,10 @@ def revoke_stored(app: Any, ids: Iterable[str]) -> RevokeOutcome | None:
     wanted = list(ids)
     if revokes is None or not wanted:
         return None
-    outcome = revokes.revoke(wanted)
+    inst = installation_for(app)
+    assert inst is not None
+    with inst.grants.writing(f"cannot revoke {len(wanted)} task(s)"):
+        outcome = revokes.revoke(wanted)
     log_event(logging.INFO, "revoke.stored", count=len(wanted), ids=",".join(wanted[:10]),
               **_counts(outcome.status.values()))
     mark_revoked(app, outcome.stopped)

@@ -210,12 +210,21 @@ def _sent_events(inst: Installation) -> Any:
 def write(app: Any, inst: Installation, name: str, schedule: Callable[[], ScheduleResult], retry: Any,
           policy: dict[str, Any]) -> ScheduleResult:
     """``schedule()``, retried under ``policy`` when ``retry`` is true; a Redis error that stays
-    is raised as :class:`~..errors.StoreUnavailable`."""
+    is raised as :class:`~..errors.StoreUnavailable`, a refused permission as
+    :class:`~..errors.PermissionRefused` (the user's permissions are asked before the first write)."""
+
+    def checked() -> ScheduleResult:
+        inst.grants.ensure()
+        return schedule()
+
     try:
         if retry:
-            return _with_policy(schedule, policy)
-        return schedule()
+            return _with_policy(checked, policy)
+        return checked()
     except redis.RedisError as exc:
+        denied = inst.grants.refused(exc, f"cannot store task {name!r}")
+        if denied is not None:
+            raise denied from exc
         # Named as ours: inside send_task, Kombu would re-raise a Redis error as a broker error.
         raise StoreUnavailable(
             f"cannot store task {name!r} in the zset store at {mask_url(str(inst.settings.url))}: {exc}"

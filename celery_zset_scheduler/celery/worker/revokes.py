@@ -31,12 +31,14 @@ from celery.worker import state as worker_state
 
 from ...model.backoff import OutageBackoff
 from ...model.logs import log_event
+from ...store.permissions import REPEAT_AFTER_S, glob_escape, refusal, refused, report_refused
 from ...store.revokes import load, parse_announcement
 from ..core.state import installation_for
 
 LOAD_WAIT_S = 10.0  # longest a starting worker waits for the records before it consumes anyway
 RESYNC_S = 300.0  # every record is read again this often (announcements lost on a half-open link)
 POLL_S = 0.5  # how promptly the thread notices it should stop
+REFUSED_POLL_S = 5.0  # how often the records are read when the channel is refused
 
 
 class RevokeFollower:
@@ -49,6 +51,7 @@ class RevokeFollower:
         self.applied = 0  # ids added so far (for tests and logs)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._channel_refused_until = 0.0  # the revoke channel is not asked for before then
 
     def start(self, wait: float = LOAD_WAIT_S) -> None:
         inst = installation_for(self.app)
@@ -78,9 +81,16 @@ class RevokeFollower:
         failing = False
         while not self._stop.is_set():
             pubsub = store.client.pubsub()
+            step = "subscribe"
             try:
+                if time.monotonic() < self._channel_refused_until:
+                    step = "load"
+                    self._load(store)  # without the channel: every record, every REFUSED_POLL_S
+                    self._stop.wait(REFUSED_POLL_S)
+                    continue
                 pubsub.subscribe(store.keys.revoke_channel)
                 self._wait_subscribed(pubsub)
+                step = "load"
                 self._load(store)
                 if failing:
                     log_event(logging.INFO, "revokes.outage_ended")
@@ -88,12 +98,33 @@ class RevokeFollower:
                 backoff.reset()
                 self._follow(pubsub, store)
             except (redis.RedisError, OSError) as exc:
+                if refused(exc):
+                    self._refused(store, step, exc)
+                    if step == "load":
+                        self._stop.wait(REFUSED_POLL_S)
+                    continue
                 if not failing:
                     log_event(logging.WARNING, "revokes.outage_started", error=repr(exc))
                 failing = True
                 self._stop.wait(backoff.next())
             finally:
                 pubsub.close()
+
+    def _refused(self, store: Any, step: str, exc: BaseException) -> None:
+        """A permission the worker's store user lacks: said once a minute, not an outage. Without
+        the channel the records are read every ``REFUSED_POLL_S`` (asking for it again a minute
+        later); without the records' keys or commands nothing can be read: asked again later."""
+        prefix = glob_escape(store.keys.prefix)
+        channel = store.keys.revoke_channel
+        if step == "subscribe":
+            _, grant = refusal(exc, channels=f"&{glob_escape(channel)}")
+            self._channel_refused_until = time.monotonic() + REPEAT_AFTER_S
+            report_refused(f"SUBSCRIBE {channel}", grant, exc,
+                           f"reads the revoke records every {REFUSED_POLL_S:g} s instead")
+            return
+        what, grant = refusal(exc, keys=f"~{prefix}:* ~{{{prefix}:*")
+        report_refused(f"{what} (the revoke records)", grant, exc,
+                       f"revokes recorded in the store are not applied here; asks again every {REFUSED_POLL_S:g} s")
 
     def _wait_subscribed(self, pubsub: Any) -> None:
         """Until the server confirms the subscription: records written after it are announced."""
