@@ -10,6 +10,7 @@ worker-side signal handlers (:mod:`.worker.hooks`), which act only for installed
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from celery.app.amqp import AMQP
@@ -21,6 +22,7 @@ from .core.state import Installation, ensure_installation
 from .producer.mixins import ZSetAMQPMixin, ZSetControlMixin
 from .producer.sender import wrap_sender
 from .producer.timed import wrap_send_task
+from .transport import choose
 from .worker import hooks as worker_side
 from .worker import periodic as periodic_worker
 from .worker.revokes import RevokedSet
@@ -50,6 +52,7 @@ def install(app: Celery, **overrides: Any) -> Installation:
         amqp = app.amqp
         if not getattr(amqp.send_task_message, "__wrapped__", None):
             amqp.send_task_message = wrap_sender(app, amqp.send_task_message)
+        amqp.Connection = functools.partial(choose.connection, app)  # a redis:// broker: our transport
     else:
         app.amqp_cls = _subclass(app.amqp_cls, _DEFAULT_AMQP, _OURS_AMQP, ZSetAMQPMixin)
     if "control" in app.__dict__:

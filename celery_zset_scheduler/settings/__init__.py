@@ -146,6 +146,12 @@ class Settings:
         "a task leaves the store only once RabbitMQ confirmed it. `False`: one Kombu publish a "
         "message, counted when written.",
     )
+    broker_transport: bool = _opt(
+        True, p.bool_,
+        "With a `redis://` broker and no `broker_transport` of the app's own, producers and workers use "
+        "this package's Redis transport: Kombu's, with a worker that outlives a broker restart "
+        "(docs/guarantees.md). `False`: Kombu's own.",
+    )
     fast_path: str = _opt(
         "auto", p.fast_path,
         "`'auto'`: when the broker is the store's own standalone Redis server and database, one Lua "

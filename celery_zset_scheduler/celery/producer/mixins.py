@@ -1,8 +1,9 @@
 """What ``install(app)`` mixes into the app's AMQP and Control classes: the timed sender, revokes.
 
-The producer's two hooks in Celery's own classes (:mod:`..install` makes the subclasses):
-``send_task_message`` goes through the store's sender, and every revoke broadcast cancels or
-records its ids in the store first.
+The producer's hooks in Celery's own classes (:mod:`..install` makes the subclasses):
+``send_task_message`` goes through the store's sender, every revoke broadcast cancels or records
+its ids in the store first, and broker connections to a ``redis://`` broker use this package's
+transport (:mod:`..transport`).
 """
 
 from __future__ import annotations
@@ -11,12 +12,17 @@ from typing import Any
 
 from kombu.utils.objects import cached_property
 
+from ..transport import choose
 from .revokes import revoke_for_command
 from .sender import wrap_sender
 
 
 class ZSetAMQPMixin:
     app: Any
+
+    def Connection(self, url: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """Celery's broker connections, on this package's Redis transport for a ``redis://`` broker."""
+        return choose.connection(self.app, url, *args, **kwargs)
 
     @cached_property
     def send_task_message(self) -> Any:

@@ -25,6 +25,7 @@ from kombu.transport.virtual.exchange import TopicExchange
 
 from ...model.logs import describe, log_event
 from ...store.fastpath import FAST_PUSH, Routes
+from ..transport.redis_broker import Channel as OurChannel
 from .declare import declare
 from .reach import reachable
 
@@ -115,8 +116,8 @@ class FastRoutes(Decided[Routes]):
 
 
 #: Kombu's Redis channels whose queues the Lua builder writes as Kombu does (Sentinel's only
-#: finds its server differently).
-REDIS_CHANNELS = (RedisChannel, SentinelChannel)
+#: finds its server differently; this package's only keeps its connection's parameters longer).
+REDIS_CHANNELS = (RedisChannel, SentinelChannel, OurChannel)
 
 
 def redis_channel(producer: Any) -> tuple[Any | None, str | None]:
