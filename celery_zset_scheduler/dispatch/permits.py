@@ -6,10 +6,10 @@ A refused permission is a configuration problem, not an outage: it is logged as
 
 from __future__ import annotations
 
-from ..store.acl import missing_permissions
+from ..store.acl import missing_permissions, store_refusal
 from ..store.client import location
 from ..store.pending import Store
-from ..store.permissions import glob_escape, refusal, report_refused
+from ..store.permissions import refusal, report_refused
 
 GRANT_ALL = "(all of them: celery zset acl --role dispatcher)"
 
@@ -35,8 +35,7 @@ class Permits:
     def report(self, what: str, exc: BaseException) -> None:
         """Say what the store's (``what == "redis"``) or the broker's user was refused."""
         if what == "redis":
-            prefix = glob_escape(self.store.keys.prefix)
-            refused_what, grant = refusal(exc, keys=f"~{prefix}:* ~{{{prefix}:*", channels=f"&{prefix}:*")
+            refused_what, grant = store_refusal(exc, self.store.keys)
             where = location(self.store.client)
         else:
             refused_what, grant = refusal(exc, keys="~<queue>* ~_kombu.binding*")

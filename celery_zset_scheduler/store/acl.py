@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..model.keys import KeySpace
-from .permissions import SCRIPT_CALL, glob_escape
+from .permissions import SCRIPT_CALL, glob_escape, refusal
 from .scripts import ScriptDef, Scripts, sources
 
 #: The roles a process plays, each with rules of its own.
@@ -78,16 +78,27 @@ def store_rules(role: str, keys: KeySpace, *, wait_replicas: int = 0, detect_clu
         commands.append("wait")
     if (wait_replicas > 0 or detect_cluster) and "info" not in commands:
         commands.append("info")  # the hand-off scripts read INFO replication
-    prefix = glob_escape(keys.prefix)
     return Rules(
         commands=tuple(dict.fromkeys(commands)),
-        # every key is `prefix:...` or, with a hash tag, `{prefix:...`
-        keys=(f"{prefix}:*", f"{{{prefix}:*"),
+        keys=key_patterns(keys),
         # the wake channel: the scripts publish to it, a dispatcher listens; the revoke channel:
         # a revoke publishes to it, a worker listens (a dispatcher needs only the first)
         channels=(glob_escape(keys.wake_channel),
                   *(() if role == "dispatcher" else (glob_escape(keys.revoke_channel),))),
     )
+
+
+def key_patterns(keys: KeySpace) -> tuple[str, str]:
+    """The store's key patterns: every key is ``prefix:...`` or, with a hash tag, ``{prefix:...``."""
+    prefix = glob_escape(keys.prefix)
+    return f"{prefix}:*", f"{{{prefix}:*"
+
+
+def store_refusal(exc: BaseException, keys: KeySpace) -> tuple[str, str]:
+    """:func:`.permissions.refusal` of the store's user: a refused key or channel is granted by
+    the store's patterns."""
+    plain, tagged = key_patterns(keys)
+    return refusal(exc, keys=f"~{plain} ~{tagged}", channels=f"&{plain}")
 
 
 ACL_CHECK = ScriptDef("acl_check", ("shard_key", "prefix_key"))
@@ -100,11 +111,11 @@ def missing_permissions(scripts: Scripts, keys: KeySpace) -> list[str] | None:
         (keys.shard(0).due, keys.meta), script_commands(), lambda r: r))
     if not reply:
         return None if reply is None else []
-    prefix = glob_escape(keys.prefix)
+    plain, tagged = key_patterns(keys)
     rules: list[str] = []
     for item in (r.decode() if isinstance(r, bytes) else str(r) for r in reply):
         if item.startswith("key:"):
-            rules.append(f"~{{{prefix}:*" if item[4:].startswith("{") else f"~{prefix}:*")
+            rules.append(f"~{tagged}" if item[4:].startswith("{") else f"~{plain}")
         else:
             rules.append(f"+{item}")
     return rules

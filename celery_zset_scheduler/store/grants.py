@@ -16,10 +16,10 @@ from contextlib import contextmanager
 import redis
 
 from ..errors import PermissionRefused
-from .acl import missing_permissions
+from .acl import missing_permissions, store_refusal
 from .client import location
 from .pending import Store
-from .permissions import glob_escape, refusal, refused
+from .permissions import refused
 
 HOW = "(`celery zset acl --role <role>` prints every rule a role needs: docs/acl.md)"
 
@@ -55,8 +55,7 @@ class Grants:
         if not refused(exc):
             return None
         self._asked = False
-        prefix = glob_escape(self.store.keys.prefix)
-        what, grant = refusal(exc, keys=f"~{prefix}:* ~{{{prefix}:*", channels=f"&{prefix}:*")
+        what, grant = store_refusal(exc, self.store.keys)
         where = location(self.store.client)
         return PermissionRefused(f"{doing}: the store's Redis user at {where} may not use {what}: grant {grant} {HOW}")
 

@@ -22,6 +22,14 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 
+#: Longest the worker's event loop sleeps without looking whether it may take more messages.
+TICK_S = 0.1
+_ticks: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _tick() -> None:
+    """Nothing: the loop's waking up is what this timer is for."""
+
 
 class Channel(kombu_redis.Channel):
     def __init__(self, connection: Any, *args: Any, **kwargs: Any) -> None:
@@ -55,15 +63,6 @@ class Transport(kombu_redis.Transport):
         if previous is not None:
             previous.cancel()
         _ticks[loop] = loop.call_repeatedly(TICK_S, _tick)
-
-
-#: Longest the worker's event loop sleeps without looking whether it may take more messages.
-TICK_S = 0.1
-_ticks: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-
-
-def _tick() -> None:
-    """Nothing: the loop's waking up is what this timer is for."""
 
 
 #: What ``broker_transport`` is set to (by name, so the app stays picklable).

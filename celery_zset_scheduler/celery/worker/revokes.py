@@ -31,6 +31,7 @@ from celery.worker import state as worker_state
 
 from ...model.backoff import OutageBackoff
 from ...model.logs import log_event
+from ...store.acl import store_refusal
 from ...store.permissions import REPEAT_AFTER_S, glob_escape, refusal, refused, report_refused
 from ...store.revokes import load, parse_announcement
 from ..core.state import installation_for
@@ -114,7 +115,6 @@ class RevokeFollower:
         """A permission the worker's store user lacks: said once a minute, not an outage. Without
         the channel the records are read every ``REFUSED_POLL_S`` (asking for it again a minute
         later); without the records' keys or commands nothing can be read: asked again later."""
-        prefix = glob_escape(store.keys.prefix)
         channel = store.keys.revoke_channel
         if step == "subscribe":
             _, grant = refusal(exc, channels=f"&{glob_escape(channel)}")
@@ -122,7 +122,7 @@ class RevokeFollower:
             report_refused(f"SUBSCRIBE {channel}", grant, exc,
                            f"reads the revoke records every {REFUSED_POLL_S:g} s instead")
             return
-        what, grant = refusal(exc, keys=f"~{prefix}:* ~{{{prefix}:*")
+        what, grant = store_refusal(exc, store.keys)
         report_refused(f"{what} (the revoke records)", grant, exc,
                        f"revokes recorded in the store are not applied here; asks again every {REFUSED_POLL_S:g} s")
 
